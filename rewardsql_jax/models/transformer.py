@@ -1,0 +1,233 @@
+"""Decoder-only transformer shared by the Qwen2 and Llama families (Flax NNX).
+
+GQA attention with RoPE (HF "rotate_half" layout), RMSNorm, SwiGLU MLP, optional q/k/v bias, tied or
+untied embeddings. Every parameter carries ``logical_axes`` metadata that ``models.sharding`` maps to
+mesh axes through one rules table. Parameter names mirror the HF checkpoint names so that
+``models.hf_keys`` is a plain table.
+
+Padding: positions come from ``cumsum(attention_mask) - 1``, so left- and right-padded rows give the
+logits of the unpadded sequence at real positions.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from .config import ModelConfig
+
+
+def _param(rngs: nnx.Rngs, init, shape, dtype, logical_axes) -> nnx.Param:
+    return nnx.Param(init(rngs.params(), shape, dtype), logical_axes=logical_axes)
+
+
+_normal = jax.nn.initializers.normal(stddev=0.02)
+
+
+class Linear(nnx.Module):
+    """``y = x @ kernel (+ bias)``; kernel stored ``[in, out]`` (HF stores ``[out, in]``)."""
+
+    def __init__(self, d_in, d_out, *, bias, axes, cfg: ModelConfig, rngs: nnx.Rngs):
+        self.kernel = _param(rngs, _normal, (d_in, d_out), cfg.weight_dtype, axes)
+        self.bias = _param(rngs, jax.nn.initializers.zeros, (d_out,), cfg.weight_dtype, axes[1:]) if bias else None
+        self.compute_dtype = cfg.compute_dtype
+
+    def __call__(self, x):
+        y = jnp.dot(x.astype(self.compute_dtype), self.kernel[...].astype(self.compute_dtype))
+        if self.bias is not None:
+            y = y + self.bias[...].astype(self.compute_dtype)
+        return y
+
+
+class RMSNorm(nnx.Module):
+    """Root-mean-square norm computed in fp32, as HF Qwen2RMSNorm / LlamaRMSNorm."""
+
+    def __init__(self, dim, *, eps, cfg: ModelConfig, rngs: nnx.Rngs):
+        self.weight = _param(rngs, jax.nn.initializers.ones, (dim,), cfg.weight_dtype, ("norm",))
+        self.eps = eps
+        self.compute_dtype = cfg.compute_dtype
+
+    def __call__(self, x):
+        x32 = x.astype(jnp.float32)
+        x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return self.weight[...].astype(self.compute_dtype) * x32.astype(self.compute_dtype)
+
+
+def rope_tables(positions, head_dim: int, theta: float):
+    """cos/sin ``[B, T, head_dim]`` for integer positions ``[B, T]`` (RoFormer Eq. 34, HF layout)."""
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+    freqs = positions.astype(jnp.float32)[..., None] * inv_freq
+    emb = jnp.concatenate([freqs, freqs], axis=-1)
+    return jnp.cos(emb), jnp.sin(emb)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate ``x [B, T, H, D]`` by the tables of ``rope_tables`` (computed in fp32)."""
+    half = x.shape[-1] // 2
+    x32 = x.astype(jnp.float32)
+    rotated = jnp.concatenate([-x32[..., half:], x32[..., :half]], axis=-1)
+    out = x32 * cos[:, :, None, :] + rotated * sin[:, :, None, :]
+    return out.astype(x.dtype)
+
+
+def attention(q, k, v, mask):
+    """Scaled dot-product attention with grouped KV heads.
+
+    q ``[B, T, H, D]``, k/v ``[B, S, Hkv, D]``, mask ``[B, T, S]`` (True = attend). Softmax in fp32.
+    Rows with no visible key (padding queries) return a harmless average instead of NaN.
+    """
+    b, t, h, d = q.shape
+    hkv = k.shape[2]
+    q = q.reshape(b, t, hkv, h // hkv, d)
+    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(d).astype(jnp.float32)
+    scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    return out.reshape(b, t, h, d)
+
+
+@struct.dataclass
+class KVCache:
+    """Per-layer key/value buffers ``[B, S_max, Hkv, D]``; a pytree meant to be donated to the decode step."""
+
+    k: tuple
+    v: tuple
+
+    @property
+    def max_len(self) -> int:
+        return self.k[0].shape[1]
+
+
+def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCache:
+    """Zero KV cache for ``batch`` sequences of up to ``max_len`` slots."""
+    dtype = dtype or cfg.compute_dtype
+    shape = (batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
+    zeros = tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers))
+    return KVCache(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers)))
+
+
+class Attention(nnx.Module):
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+        d, h, hkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        bias = cfg.attention_bias
+        self.q_proj = Linear(d, h * hd, bias=bias, axes=("embed", "q_heads"), cfg=cfg, rngs=rngs)
+        self.k_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
+        self.v_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
+        self.o_proj = Linear(h * hd, d, bias=False, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs)
+        self.cfg = cfg
+
+    def __call__(self, x, cos, sin, mask, kv=None, write_index=None):
+        cfg = self.cfg
+        b, t, _ = x.shape
+        q = self.q_proj(x).reshape(b, t, cfg.num_attention_heads, cfg.head_dim)
+        k = self.k_proj(x).reshape(b, t, cfg.num_key_value_heads, cfg.head_dim)
+        v = self.v_proj(x).reshape(b, t, cfg.num_key_value_heads, cfg.head_dim)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if kv is not None:
+            ck, cv = kv
+            k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, write_index, 0, 0))
+            v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, write_index, 0, 0))
+            kv = (k, v)
+        out = attention(q, k.astype(q.dtype), v.astype(q.dtype), mask)
+        return self.o_proj(out.reshape(b, t, -1)), kv
+
+
+class MLP(nnx.Module):
+    """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
+
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+        d, f, bias = cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias
+        self.gate_proj = Linear(d, f, bias=bias, axes=("embed", "mlp"), cfg=cfg, rngs=rngs)
+        self.up_proj = Linear(d, f, bias=bias, axes=("embed", "mlp"), cfg=cfg, rngs=rngs)
+        self.down_proj = Linear(f, d, bias=bias, axes=("mlp", "embed"), cfg=cfg, rngs=rngs)
+
+    def __call__(self, x):
+        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+        self.input_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
+        self.self_attn = Attention(cfg, rngs)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
+        self.mlp = MLP(cfg, rngs)
+
+    def __call__(self, x, cos, sin, mask, kv=None, write_index=None):
+        h, kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, write_index)
+        x = x + h
+        return x + self.mlp(self.post_attention_layernorm(x)), kv
+
+
+class CausalLM(nnx.Module):
+    """Decoder-only causal LM. ``model(input_ids, attention_mask=None) -> logits [B, T, V]`` (fp32)."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.config = cfg
+        self.embed_tokens = _param(rngs, _normal, (cfg.vocab_size, cfg.hidden_size), cfg.weight_dtype, ("vocab", "embed"))
+        self.layers = nnx.List([DecoderLayer(cfg, rngs) for _ in range(cfg.num_hidden_layers)])
+        self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False, axes=("embed", "vocab"), cfg=cfg, rngs=rngs)
+        else:
+            self.lm_head = None
+
+    def _embed(self, input_ids):
+        return jnp.take(self.embed_tokens[...], input_ids, axis=0).astype(self.config.compute_dtype)
+
+    def unembed_matrix(self):
+        """``[D, V]`` output projection (the transposed embedding when tied)."""
+        if self.lm_head is None:
+            return self.embed_tokens[...].T
+        return self.lm_head.kernel[...]
+
+    def logits_from_hidden(self, hidden):
+        """Project final hidden states to fp32 logits."""
+        w = self.unembed_matrix().astype(self.config.compute_dtype)
+        return jnp.dot(hidden, w, preferred_element_type=jnp.float32).astype(jnp.float32)
+
+    def hidden_states(self, input_ids, attention_mask=None):
+        """Final (normed) hidden states ``[B, T, D]`` for a full sequence (training / scoring)."""
+        input_ids = jnp.asarray(input_ids)
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be [batch, seq], got shape {input_ids.shape}")
+        if attention_mask is None:
+            attention_mask = jnp.ones_like(input_ids, dtype=bool)
+        attention_mask = jnp.asarray(attention_mask).astype(bool)
+        positions = jnp.maximum(jnp.cumsum(attention_mask, axis=-1) - 1, 0)
+        t = input_ids.shape[1]
+        causal = jnp.tril(jnp.ones((t, t), dtype=bool))
+        mask = causal[None] & attention_mask[:, None, :]
+        cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
+        x = self._embed(input_ids)
+        for layer in self.layers:
+            x, _ = layer(x, cos, sin, mask)
+        return self.norm(x)
+
+    def __call__(self, input_ids, attention_mask=None):
+        return self.logits_from_hidden(self.hidden_states(input_ids, attention_mask))
+
+    def forward_with_cache(self, input_ids, positions, cache: KVCache, *, write_index, key_mask):
+        """One prefill or decode chunk against a KV cache.
+
+        ``input_ids``/``positions`` ``[B, T]``; the chunk is written at cache slots
+        ``[write_index, write_index + T)``; ``key_mask [B, S_max]`` marks valid slots (including the
+        ones written now). Query ``i`` sees slot ``s`` iff ``s <= write_index + i`` and ``key_mask``.
+        Returns ``(logits [B, T, V] fp32, new cache)``.
+        """
+        t = input_ids.shape[1]
+        slots = jnp.arange(cache.max_len)
+        query_slots = write_index + jnp.arange(t)
+        mask = (slots[None, :] <= query_slots[:, None])[None] & key_mask[:, None, :].astype(bool)
+        cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
+        x = self._embed(input_ids)
+        new_k, new_v = [], []
+        for layer, ck, cv in zip(self.layers, cache.k, cache.v):
+            x, (k, v) = layer(x, cos, sin, mask, (ck, cv), write_index)
+            new_k.append(k)
+            new_v.append(v)
+        logits = self.logits_from_hidden(self.norm(x))
+        return logits, KVCache(k=tuple(new_k), v=tuple(new_v))
+
+
+def count_params(model: nnx.Module) -> int:
+    return sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
