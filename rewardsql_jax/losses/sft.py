@@ -1,0 +1,56 @@
+"""Masked token cross-entropy (supervised fine-tuning; Reward-SQL cold start / SFT, SQLConductor SFT)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .registry import register
+from .shapes import check_choice, check_rank, check_same_shape
+
+REDUCTIONS = ("token_mean", "sequence_mean")
+
+
+def token_nll(logits, targets):
+    """Per-token negative log-likelihood -log softmax(logits)[target], computed in fp32 even for bf16 logits."""
+    logp = jax.nn.log_softmax(jnp.asarray(logits).astype(jnp.float32), axis=-1)
+    return -jnp.take_along_axis(logp, jnp.asarray(targets)[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+@register("sft")
+def sft(logits, targets, mask, *, reduction: str = "token_mean", weights=None):
+    """Masked cross-entropy: maximum likelihood of the target tokens (Reward-SQL Sec. 5.2 L_RS / cold start).
+
+    token_mean:    sum_{b,t} w_b m_bt nll_bt / sum_{b,t} m_bt  (HF / TRL SFT default).
+    sequence_mean: mean over sequences with >= 1 target token of (sum_t w_b m_bt nll_bt / sum_t m_bt).
+
+    Args:
+      logits: [B, T, V] (already aligned: logits[:, t] predict targets[:, t]).
+      targets: [B, T] int token ids.
+      mask: [B, T] 1 on tokens that count (prompt tokens and, in SQLConductor, <results> spans are 0).
+      weights: optional [B] per-sequence weights (SQLConductor stability-weighted SFT); default 1.
+    Returns: (loss, metrics) with token_accuracy (argmax == target over masked tokens) and num_tokens.
+    """
+    check_rank("logits", logits, 3, "[B, T, V]")
+    check_same_shape("logits[..., 0]", logits[..., 0], targets=targets, mask=mask)
+    check_choice("reduction", reduction, REDUCTIONS)
+    nll = token_nll(logits, targets)
+    m = jnp.asarray(mask, jnp.float32)
+    w_nll = nll
+    if weights is not None:
+        if tuple(jnp.shape(weights)) != (logits.shape[0],):
+            raise ValueError(f"weights must have shape [{logits.shape[0]}] (one per sequence), "
+                             f"got {tuple(jnp.shape(weights))}.")
+        w_nll = nll * jnp.asarray(weights, jnp.float32)[:, None]
+    if reduction == "token_mean":
+        loss = jnp.sum(w_nll * m) / jnp.maximum(jnp.sum(m), 1.0)
+    else:
+        per_seq = jnp.sum(w_nll * m, axis=-1) / jnp.maximum(jnp.sum(m, axis=-1), 1.0)
+        has_tokens = (jnp.sum(m, axis=-1) > 0).astype(jnp.float32)
+        loss = jnp.sum(per_seq * has_tokens) / jnp.maximum(jnp.sum(has_tokens), 1.0)
+    correct = (jnp.argmax(logits, axis=-1) == jnp.asarray(targets)).astype(jnp.float32)
+    metrics = {
+        "token_accuracy": jnp.sum(correct * m) / jnp.maximum(jnp.sum(m), 1.0),
+        "num_tokens": jnp.sum(m),
+    }
+    return loss, metrics
