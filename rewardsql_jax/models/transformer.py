@@ -214,6 +214,15 @@ class CausalLM(nnx.Module):
         ones written now). Query ``i`` sees slot ``s`` iff ``s <= write_index + i`` and ``key_mask``.
         Returns ``(logits [B, T, V] fp32, new cache)``.
         """
+        hidden, cache = self.hidden_with_cache(input_ids, positions, cache, write_index=write_index, key_mask=key_mask)
+        return self.logits_from_hidden(hidden), cache
+
+    def hidden_with_cache(self, input_ids, positions, cache: KVCache, *, write_index, key_mask):
+        """As ``forward_with_cache`` but returns final (normed) hidden states ``[B, T, D]``.
+
+        Lets a sampler project only the positions it needs (XLA does not push a slice through the
+        vocab matmul, so a prefill would otherwise pay for ``[B, T, V]`` logits).
+        """
         t = input_ids.shape[1]
         slots = jnp.arange(cache.max_len)
         query_slots = write_index + jnp.arange(t)
@@ -225,8 +234,7 @@ class CausalLM(nnx.Module):
             x, (k, v) = layer(x, cos, sin, mask, (ck, cv), write_index)
             new_k.append(k)
             new_v.append(v)
-        logits = self.logits_from_hidden(self.norm(x))
-        return logits, KVCache(k=tuple(new_k), v=tuple(new_v))
+        return self.norm(x), KVCache(k=tuple(new_k), v=tuple(new_v))
 
 
 def count_params(model: nnx.Module) -> int:
