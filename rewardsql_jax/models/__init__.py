@@ -2,3 +2,5 @@
 from .config import ModelConfig
 from .registry import MODEL_CLASSES, build_model
 from .transformer import CausalLM, KVCache, init_cache
+from .hf import from_pretrained, save_pretrained
+from .sharding import DEFAULT_RULES, AxisRules, batch_sharding, logical_to_spec, make_mesh, param_shardings, shard_model

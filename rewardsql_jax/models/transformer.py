@@ -113,7 +113,9 @@ class Attention(nnx.Module):
         self.q_proj = Linear(d, h * hd, bias=bias, axes=("embed", "q_heads"), cfg=cfg, rngs=rngs)
         self.k_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
         self.v_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
-        self.o_proj = Linear(h * hd, d, bias=False, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs)
+        # HF Llama biases o_proj too when attention_bias; Qwen2 never does.
+        o_bias = bias and cfg.model_type == "llama"
+        self.o_proj = Linear(h * hd, d, bias=o_bias, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs)
         self.cfg = cfg
 
     def __call__(self, x, cos, sin, mask, kv=None, write_index=None):

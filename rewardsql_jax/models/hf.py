@@ -1,0 +1,196 @@
+"""HF checkpoint directory <-> NNX model (safetensors, one or many shards).
+
+Loading never materialises the whole model on host: the model is built abstractly
+(``nnx.eval_shape``), then each parameter is read from its safetensors file on its own. With a mesh,
+each device's shard is read straight from the file (``jax.make_array_from_callback`` over a lazy
+safetensors slice), so a host holds at most one shard of one tensor at a time.
+
+Unexpected checkpoint keys (tensors the model has no parameter for) raise an error by default,
+because they usually mean a wrong architecture; ``strict=False`` turns this into a warning.
+Known weight-free buffers (``rotary_emb.inv_freq``) are skipped silently.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh
+from safetensors import safe_open
+from safetensors.numpy import save_file
+
+from .config import ModelConfig, resolve_dtype
+from .hf_keys import IGNORED_HF_SUFFIXES, KeyMap, hf_key_table
+from .registry import build_model
+from .sharding import DEFAULT_RULES, AxisRules, variable_sharding
+
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+
+
+def _weight_map(path: Path) -> dict[str, Path]:
+    """HF key -> safetensors file, from the index when sharded or by listing the file(s)."""
+    index = path / INDEX_NAME
+    if index.exists():
+        wm = json.loads(index.read_text()).get("weight_map")
+        if not isinstance(wm, dict):
+            raise ValueError(f"{index} has no 'weight_map'; it is not a valid safetensors index")
+        files = {name: path / name for name in set(wm.values())}
+        for f in files.values():
+            if not f.exists():
+                raise FileNotFoundError(f"{index} lists {f.name}, which is missing from {path}")
+        return {key: files[name] for key, name in wm.items()}
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors files in {path}; save the model with safetensors (not pytorch_model.bin)")
+    out = {}
+    for f in files:
+        with safe_open(f, framework="numpy") as fh:
+            for key in fh.keys():
+                out[key] = f
+    return out
+
+
+def _check_keys(table: tuple[KeyMap, ...], weight_map: dict[str, Path], path: Path, strict: bool):
+    expected = {row.hf_key for row in table}
+    missing = [row.hf_key for row in table if row.hf_key not in weight_map]
+    if missing:
+        raise KeyError(
+            f"checkpoint {path} is missing tensor {missing[0]!r}"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + f"; the files hold {len(weight_map)} tensors ({sorted({f.name for f in weight_map.values()})}) "
+            "but config.json describes a model that needs it"
+        )
+    extra = sorted(k for k in weight_map if k not in expected and not k.endswith(IGNORED_HF_SUFFIXES))
+    if extra:
+        msg = f"checkpoint {path} has {len(extra)} tensor(s) the model does not use, e.g. {extra[:3]}"
+        if strict:
+            raise ValueError(msg + "; check config.json (e.g. tie_word_embeddings, attention_bias) or pass strict=False")
+        warnings.warn(msg + "; ignored", stacklevel=3)
+
+
+def _read_tensor(row: KeyMap, file: Path, target_shape, target_dtype, sharding):
+    """Read one checkpoint tensor into a jax array of ``target_shape``/``dtype`` (sharded if given)."""
+    with safe_open(file, framework="numpy") as fh:
+        sl = fh.get_slice(row.hf_key)
+        hf_shape = tuple(sl.get_shape())
+        expect = tuple(reversed(target_shape)) if row.transpose else tuple(target_shape)
+        if hf_shape != expect:
+            raise ValueError(
+                f"shape mismatch for {row.hf_key!r} in {file.name}: checkpoint has {hf_shape}, "
+                f"config.json implies {expect}; the config and the weights disagree"
+            )
+
+        def read(index):
+            # index is over the target layout; a transposed tensor reads the mirrored HF slice.
+            idx = tuple(index) if index is not None else tuple(slice(None) for _ in target_shape)
+            if row.transpose:
+                arr = np.asarray(sl[tuple(reversed(idx))]).T
+            else:
+                arr = np.asarray(sl[idx] if idx else sl[:])
+            return np.ascontiguousarray(arr.astype(target_dtype))
+
+        if sharding is None:
+            return jax.device_put(read(None))
+        return jax.make_array_from_callback(tuple(target_shape), sharding, read)
+
+
+def from_pretrained(
+    path,
+    *,
+    dtype="float32",
+    mesh: Mesh | None = None,
+    compute_dtype=None,
+    rules: AxisRules = DEFAULT_RULES,
+    strict: bool = True,
+) -> nnx.Module:
+    """Load a HF Qwen2/Llama directory (``config.json`` + ``*.safetensors``) into an NNX model.
+
+    ``dtype`` is the parameter storage dtype, ``compute_dtype`` the activation dtype (defaults to
+    ``dtype``). With ``mesh``, parameters are placed in the NamedShardings of ``rules``.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory {path} does not exist")
+    dtype = jnp.dtype(resolve_dtype(dtype)).name
+    compute = jnp.dtype(resolve_dtype(compute_dtype)).name if compute_dtype is not None else dtype
+    cfg = ModelConfig.from_json(path, param_dtype=dtype, dtype=compute)
+    abstract = nnx.eval_shape(lambda: build_model(cfg))
+    graphdef, state = nnx.split(abstract)
+    table = hf_key_table(cfg)
+    flat = dict(nnx.to_flat_state(state))
+    rows_by_path = {row.path: row for row in table}
+    if set(rows_by_path) != set(flat):
+        raise RuntimeError(f"hf_keys table and model parameters disagree: {set(rows_by_path) ^ set(flat)}")  # a bug here, not user input
+    weight_map = _weight_map(path)
+    _check_keys(table, weight_map, path, strict)
+    loaded = []
+    for p, var in flat.items():
+        row = rows_by_path[p]
+        aval = var.get_value()
+        sharding = variable_sharding(var, mesh, rules) if mesh is not None else None
+        loaded.append((p, var.replace(_read_tensor(row, weight_map[row.hf_key], aval.shape, aval.dtype, sharding))))
+    return nnx.merge(graphdef, nnx.from_flat_state(loaded))
+
+
+def _parse_size(size) -> int:
+    if isinstance(size, int):
+        return size
+    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "B": 1}
+    s = str(size).strip().upper()
+    for unit in sorted(units, key=len, reverse=True):
+        if s.endswith(unit):
+            return int(float(s[: -len(unit)]) * units[unit])
+    raise ValueError(f"max_shard_size {size!r} not understood; use bytes (int) or a string like '5GB' / '500MB'")
+
+
+def save_pretrained(model: nnx.Module, path, *, dtype=None, max_shard_size="5GB") -> Path:
+    """Write ``config.json`` + safetensors that ``transformers.AutoModelForCausalLM`` loads.
+
+    Tensors are stored in the parameter dtype (or ``dtype``), in HF layout. Above ``max_shard_size``
+    bytes the weights are split into ``model-0000i-of-0000n.safetensors`` with an index. Each
+    tensor is gathered to host on its own (single-process); only one shard file is held at a time.
+    """
+    cfg: ModelConfig = model.config
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    out_dtype = resolve_dtype(dtype) if dtype is not None else cfg.weight_dtype
+    limit = _parse_size(max_shard_size)
+    hf_cfg = cfg.to_hf_dict()
+    hf_cfg["torch_dtype"] = jnp.dtype(out_dtype).name
+    hf_cfg["dtype"] = jnp.dtype(out_dtype).name
+    (path / "config.json").write_text(json.dumps(hf_cfg, indent=2) + "\n")
+
+    flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
+    table = hf_key_table(cfg)
+    # plan shards by byte size before reading any tensor
+    groups, current, current_bytes = [], [], 0
+    for row in table:
+        nbytes = flat[row.path].get_value().size * jnp.dtype(out_dtype).itemsize
+        if current and current_bytes + nbytes > limit:
+            groups.append(current)
+            current, current_bytes = [], 0
+        current.append(row)
+        current_bytes += nbytes
+    groups.append(current)
+
+    for stale in list(path.glob("*.safetensors")) + [path / INDEX_NAME]:
+        stale.unlink(missing_ok=True)
+    names = [SINGLE_NAME] if len(groups) == 1 else [f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
+    weight_map, total = {}, 0
+    for name, group in zip(names, groups):
+        tensors = {}
+        for row in group:
+            arr = np.asarray(jax.device_get(flat[row.path].get_value().astype(out_dtype)))
+            tensors[row.hf_key] = np.ascontiguousarray(arr.T if row.transpose else arr)
+            weight_map[row.hf_key] = name
+            total += arr.nbytes
+        save_file(tensors, str(path / name), metadata={"format": "pt"})
+    if len(groups) > 1:
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (path / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
+    return path
