@@ -1,3 +1,6 @@
 """Host-side SQL engine: sandboxed execution, EX/ExecF1, Chain-of-CTEs, EXPO-SQL clause rewards."""
 from .execute import ExecResult, execute
 from .cocte import CoCTE, Step, annotate_steps, format_step_result, prefix_sql, split_cocte
+from .diff import diff_types
+from .clauses import Clause, split_clauses
+from .clause_rewards import ClauseRewards, RewardOptions, clause_rewards
