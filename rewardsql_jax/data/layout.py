@@ -1,0 +1,91 @@
+"""Shared helpers of the benchmark loaders: locating files, reading question JSON, resolving databases."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from rewardsql_jax.data.examples import Benchmark, Example
+
+ON_MISSING = ("skip", "raise")
+
+
+class MissingDatabaseError(FileNotFoundError):
+    """A question refers to a db_id whose SQLite file is not where the layout says it is."""
+
+
+def require_path(path: Path, what: str, hint: str) -> Path:
+    """Return `path` if it exists, else raise FileNotFoundError naming `what` and how to fix it."""
+    if not path.exists():
+        raise FileNotFoundError(f"{what} not found: {path}. {hint}")
+    return path
+
+
+def resolve_file(root: Path, name: str | Path) -> Path:
+    """`name` if absolute, else `root / name`."""
+    name = Path(name)
+    return name if name.is_absolute() else root / name
+
+
+def read_json_list(path: Path) -> list[dict]:
+    """Read a question file: a JSON array of objects."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise ValueError(f"{path} must hold a JSON array of question objects")
+    return data
+
+
+def sqlite_path(db_root: Path, db_id: str) -> Path:
+    """Official Spider/BIRD layout: `<db_root>/<db_id>/<db_id>.sqlite`."""
+    return db_root / db_id / f"{db_id}.sqlite"
+
+
+def assemble(
+    name: str,
+    rows: Iterable[dict],
+    to_example: Callable[[int, dict, str], Example],
+    db_root: Path,
+    *,
+    require_db: bool,
+    on_missing: str,
+    limit: int | None,
+    db_ids: Iterable[str] | None,
+) -> Benchmark:
+    """Filter rows by db, check their databases, convert them, and count what was skipped.
+
+    `to_example(index, row, db_path)` builds one Example. With `require_db` a question whose
+    database file is absent is skipped (`on_missing="skip"`, counted in `n_skipped`) or raises
+    MissingDatabaseError naming the db and its expected path (`on_missing="raise"`).
+    `limit` applies after filtering and skipping.
+    """
+    if on_missing not in ON_MISSING:
+        raise ValueError(f"on_missing must be one of {ON_MISSING}, got {on_missing!r}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    wanted = None if db_ids is None else set([db_ids] if isinstance(db_ids, str) else db_ids)
+    examples, missing, n_skipped, present = [], {}, 0, {}
+    for index, row in enumerate(rows):
+        db_id = row.get("db_id")
+        if not db_id:
+            raise ValueError(f"{name}: question #{index} has no db_id")
+        if wanted is not None and db_id not in wanted:
+            continue
+        path = sqlite_path(db_root, db_id)
+        if db_id not in present:
+            present[db_id] = path.is_file()
+        if not present[db_id]:
+            missing[db_id] = path
+            if require_db:
+                if on_missing == "raise":
+                    raise MissingDatabaseError(
+                        f"{name}: database '{db_id}' is missing: expected {path}. Put the SQLite file there, "
+                        f"load with on_missing='skip' to drop its questions, or require_db=False to keep them.")
+                n_skipped += 1
+                continue
+        if limit is not None and len(examples) >= limit:
+            break
+        examples.append(to_example(index, row, str(path)))
+    return Benchmark(name=name, examples=tuple(examples), db_root=str(db_root),
+                     missing_dbs=tuple(sorted(missing)), n_skipped=n_skipped)
