@@ -1,0 +1,170 @@
+"""KV-cache sampler: one jitted prefill, one jitted decode loop (``lax.while_loop``), donated state.
+
+Flow of ``generate``: prompts are checked and left-padded on the host (``inputs.pad_prompts``); the
+prefill runs the whole padded prompt through ``hidden_with_cache``, projects only the last position
+to logits and draws token 0; the decode loop feeds token ``i-1`` at cache slot ``P + i - 1`` and
+draws token ``i`` until ``max_new_tokens`` or until every row has emitted an EOS id. Nothing leaves
+the device until the loop ends.
+
+The model enters ``jit`` as ``(graphdef, state)`` with the graphdef static, so ``jax.jit``'s own
+cache keys the compiled code by (graphdef, shapes, static options): a second call with the same
+shapes reuses it. Temperature, top-p, EOS ids, pad id, seed and ``max_new_tokens`` are traced
+values and never cause a recompile; greedy-vs-sampling, ``top_k`` and whether top-p is active are
+static.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx, struct
+
+from ..models.transformer import KVCache, init_cache
+from .inputs import check_options, normalize_eos, pad_prompts
+from .logits_processing import sample_tokens
+from .result import GenerationResult
+
+# Number of times each jitted function was traced (tests assert same-shape calls do not retrace).
+TRACE_COUNTS: collections.Counter = collections.Counter()
+
+
+@dataclasses.dataclass(frozen=True)
+class _StaticOptions:
+    greedy: bool
+    top_k: int
+    use_top_p: bool
+    cache_len: int
+    gen_capacity: int
+
+
+@struct.dataclass
+class DecodeState:
+    """Loop carry: KV cache, output buffers ``[B, gen_capacity]``, per-row done flags, step, key."""
+
+    cache: KVCache
+    key_mask: jax.Array  # [B, cache_len] valid cache slots (prompt padding is False)
+    lengths: jax.Array  # [B] prompt lengths; token i sits at position lengths + i
+    tokens: jax.Array
+    logprobs: jax.Array
+    done: jax.Array
+    step: jax.Array  # number of tokens produced so far
+    key: jax.Array
+
+
+def _draw(key, logits, temperature, top_p, opts: _StaticOptions):
+    return sample_tokens(key, logits, temperature=temperature, greedy=opts.greedy, top_k=opts.top_k,
+                         top_p=top_p, use_top_p=opts.use_top_p)
+
+
+def _is_eos(tokens, eos_ids):
+    return jnp.any(tokens[:, None] == eos_ids[None, :], axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "opts"))
+def _prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_ids, pad_id, *, opts):
+    TRACE_COUNTS["prefill"] += 1
+    model = nnx.merge(graphdef, state)
+    b = ids.shape[0]
+    cache = init_cache(model.config, b, opts.cache_len)
+    key_mask = jnp.concatenate([mask, jnp.ones((b, opts.gen_capacity), bool)], axis=1)
+    positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
+    hidden, cache = model.hidden_with_cache(ids, positions, cache, write_index=0, key_mask=key_mask)
+    logits = model.logits_from_hidden(hidden[:, -1])  # left padding: the last slot is real for every row
+    key, sub = jax.random.split(key)
+    tok, logp = _draw(sub, logits, temperature, top_p, opts)
+    tokens = jnp.full((b, opts.gen_capacity), pad_id, jnp.int32).at[:, 0].set(tok)
+    logprobs = jnp.zeros((b, opts.gen_capacity), jnp.float32).at[:, 0].set(logp)
+    return DecodeState(cache=cache, key_mask=key_mask, lengths=lengths, tokens=tokens, logprobs=logprobs,
+                       done=_is_eos(tok, eos_ids), step=jnp.int32(1), key=key)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "opts"), donate_argnames=("st",))
+def _decode(graphdef, state, st: DecodeState, max_new_tokens, temperature, top_p, eos_ids, pad_id, *, opts):
+    TRACE_COUNTS["decode"] += 1
+    model = nnx.merge(graphdef, state)
+    prompt_width = opts.cache_len - opts.gen_capacity
+
+    def cond(s: DecodeState):
+        return (s.step < max_new_tokens) & ~jnp.all(s.done)
+
+    def body(s: DecodeState):
+        i = s.step
+        prev = jax.lax.dynamic_slice_in_dim(s.tokens, i - 1, 1, axis=1)  # [B, 1]
+        pos = (s.lengths + i - 1)[:, None]
+        logits, cache = model.forward_with_cache(prev, pos, s.cache, write_index=prompt_width + i - 1,
+                                                 key_mask=s.key_mask)
+        key, sub = jax.random.split(s.key)
+        tok, logp = _draw(sub, logits[:, 0], temperature, top_p, opts)
+        tok = jnp.where(s.done, pad_id, tok)
+        logp = jnp.where(s.done, 0.0, logp)
+        tokens = jax.lax.dynamic_update_slice_in_dim(s.tokens, tok[:, None], i, axis=1)
+        logprobs = jax.lax.dynamic_update_slice_in_dim(s.logprobs, logp[:, None], i, axis=1)
+        done = s.done | _is_eos(tok, eos_ids)
+        return s.replace(cache=cache, tokens=tokens, logprobs=logprobs, done=done, step=i + 1, key=key)
+
+    return jax.lax.while_loop(cond, body, st)
+
+
+def _to_lists(tokens, logprobs, max_new_tokens, eos: tuple[int, ...]):
+    """Cut every row after its first EOS (kept) or at ``max_new_tokens``."""
+    out_tokens, out_logprobs, finished = [], [], []
+    eos_arr = np.asarray(eos, dtype=np.int64)
+    for row_t, row_l in zip(tokens[:, :max_new_tokens], logprobs[:, :max_new_tokens]):
+        hits = np.flatnonzero(np.isin(row_t, eos_arr)) if eos else np.empty(0, np.int64)
+        end = int(hits[0]) + 1 if hits.size else len(row_t)
+        out_tokens.append([int(t) for t in row_t[:end]])
+        out_logprobs.append([float(x) for x in row_l[:end]])
+        finished.append(bool(hits.size))
+    return out_tokens, out_logprobs, finished
+
+
+def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
+             top_k: int = 0, num_samples: int = 1, eos_token_id=None, seed: int = 0, pad_id: int = 0,
+             max_cache_len: int | None = None) -> GenerationResult:
+    """Sample continuations of a batch of token-id prompts with a KV cache.
+
+    ``prompt_ids``: list of prompts (lists of ints, any lengths). Each prompt is repeated
+    ``num_samples`` times; rows are prompt-major. ``temperature=0`` is greedy; otherwise tokens are
+    drawn from ``softmax(logits / temperature)`` restricted by ``top_k`` (0 = off) then ``top_p``
+    (nucleus, HF semantics; 1 = off). ``eos_token_id``: an id or a list of ids; a row stops after
+    emitting one (the EOS is included in ``tokens``), then emits ``pad_id``. ``max_cache_len`` fixes the
+    KV-cache length (longest prompt + ``max_new_tokens`` must fit); by default it is the prompt bucket
+    plus ``max_new_tokens`` rounded up to 16. Same ``seed`` -> same samples.
+
+    Returns a ``GenerationResult`` (``tokens``, ``logprobs`` under ``log_softmax(logits / T)``,
+    ``prompt_lengths``, ``finished``).
+    """
+    check_options(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                  num_samples=num_samples)
+    cfg = model.config
+    eos = normalize_eos(eos_token_id)
+    bad = [e for e in eos if not 0 <= e < cfg.vocab_size]
+    if bad:
+        raise ValueError(f"eos_token_id {bad} outside the vocabulary [0, {cfg.vocab_size})")
+    if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer)) or max_cache_len < 2):
+        raise ValueError(f"max_cache_len must be an integer >= 2 or None, got {max_cache_len!r}")
+    batch = pad_prompts(prompt_ids, num_samples=num_samples, pad_id=pad_id, max_new_tokens=max_new_tokens,
+                        max_cache_len=max_cache_len, max_positions=cfg.max_position_embeddings,
+                        vocab_size=cfg.vocab_size)
+    greedy = temperature == 0
+    opts = _StaticOptions(greedy=greedy, top_k=int(top_k) if not greedy else 0,
+                          use_top_p=(not greedy) and top_p < 1.0, cache_len=batch.cache_len,
+                          gen_capacity=batch.gen_capacity)
+    graphdef, state = nnx.split(model)
+    temp = jnp.float32(temperature if not greedy else 1.0)
+    p = jnp.float32(top_p)
+    # -1 never matches a token; padding the id list to a multiple of 4 keeps its shape (and the compile) stable.
+    width = max(4, -(-len(eos) // 4) * 4)
+    eos_ids = jnp.asarray(eos + (-1,) * (width - len(eos)), dtype=jnp.int32)
+    pad = jnp.int32(pad_id)
+    st = _prefill(graphdef, state, batch.ids, batch.mask, batch.lengths, jax.random.key(seed), temp, p, eos_ids,
+                  pad, opts=opts)
+    st = _decode(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
+    tokens, logprobs = jax.device_get((st.tokens, st.logprobs))
+    out_tokens, out_logprobs, finished = _to_lists(tokens, logprobs, max_new_tokens, eos)
+    return GenerationResult(tokens=out_tokens, logprobs=out_logprobs, prompt_lengths=[int(n) for n in batch.lengths],
+                            finished=finished, num_samples=num_samples)
