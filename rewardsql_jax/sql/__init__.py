@@ -1,5 +1,7 @@
 """Host-side SQL engine: sandboxed execution, EX/ExecF1, Chain-of-CTEs, EXPO-SQL clause rewards."""
 from .execute import ExecResult, execute
+from .pool import ExecutorPool
+from .compare import exec_f1, exec_match, exec_match_batch, result_f1, results_match
 from .cocte import CoCTE, Step, annotate_steps, format_step_result, prefix_sql, split_cocte
 from .diff import diff_types
 from .clauses import Clause, split_clauses
