@@ -32,6 +32,13 @@ INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
 
 
+class MissingTensorError(KeyError):
+    """A tensor the config requires is absent from the checkpoint files."""
+
+    def __str__(self):
+        return str(self.args[0])
+
+
 def _weight_map(path: Path) -> dict[str, Path]:
     """HF key -> safetensors file, from the index when sharded or by listing the file(s)."""
     index = path / INDEX_NAME
@@ -59,7 +66,7 @@ def _check_keys(table: tuple[KeyMap, ...], weight_map: dict[str, Path], path: Pa
     expected = {row.hf_key for row in table}
     missing = [row.hf_key for row in table if row.hf_key not in weight_map]
     if missing:
-        raise KeyError(
+        raise MissingTensorError(
             f"checkpoint {path} is missing tensor {missing[0]!r}"
             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
             + f"; the files hold {len(weight_map)} tensors ({sorted({f.name for f in weight_map.values()})}) "
