@@ -1,0 +1,53 @@
+import jax.numpy as jnp
+import pytest
+
+from rewardsql_jax import losses
+from rewardsql_jax.losses import registry
+
+
+def test_builtins_registered_and_sorted():
+    names = losses.names()
+    assert names == sorted(names)
+    assert {"dpo", "grpo", "prm", "reinforce_pp", "rs", "sft"} <= set(names)
+    assert losses.get("grpo") is losses.grpo
+    assert losses.get("dpo") is losses.dpo
+    assert losses.get("reinforce_pp") is losses.reinforce_pp
+
+
+def test_unknown_name_lists_registered_losses():
+    with pytest.raises(ValueError) as err:
+        losses.get("grpoo")
+    msg = str(err.value)
+    assert "grpoo" in msg
+    for name in losses.names():
+        assert name in msg
+
+
+def test_register_decorator_adds_a_user_loss(monkeypatch):
+    monkeypatch.setattr(registry, "_LOSSES", dict(registry._LOSSES))
+
+    @losses.register("my_pg")
+    def my_pg(logprobs, mask):
+        return -jnp.sum(logprobs * mask) / jnp.sum(mask), {}
+
+    assert losses.get("my_pg") is my_pg
+    assert "my_pg" in losses.names()
+    loss, _ = losses.get("my_pg")(jnp.array([[-1.0, -3.0]]), jnp.array([[1.0, 0.0]]))
+    assert float(loss) == pytest.approx(1.0)
+
+
+def test_duplicate_name_is_refused_unless_override(monkeypatch):
+    monkeypatch.setattr(registry, "_LOSSES", dict(registry._LOSSES))
+    with pytest.raises(ValueError, match="already registered"):
+        losses.register("grpo")(lambda *a: None)
+
+    def replacement(*a):
+        return None
+
+    losses.register("grpo", override=True)(replacement)
+    assert losses.get("grpo") is replacement
+
+
+def test_bad_name_rejected():
+    with pytest.raises(ValueError, match="non-empty string"):
+        losses.register("")
