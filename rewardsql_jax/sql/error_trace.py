@@ -15,17 +15,19 @@ enclosing clause):
 * ``no such table: t`` -> clauses naming ``t`` (as table or qualifier); ``ambiguous column name: c`` ->
   clauses referencing ``c`` unqualified + the JOIN clauses (or the comma FROM) that made it ambiguous.
 * ``no such function: f`` / ``wrong number of arguments to function f()`` -> clauses calling ``f``.
-* ``misuse of aggregate function f()`` / ``misuse of window function f()`` -> clauses calling ``f`` where it
-  is not allowed (FROM/JOIN/WHERE/GROUP BY; window functions also HAVING), else every clause calling ``f``;
-  ``misuse of aggregate: f()`` (an aggregate alias used in WHERE/GROUP BY) -> the WHERE/GROUP BY/JOIN clauses
-  using a select alias; ``aggregate functions are not allowed in the GROUP BY clause`` -> GROUP BY;
+* ``misuse of aggregate[ function|:] f()`` -> the FROM/JOIN/WHERE/GROUP BY clauses using a select alias
+  (an aggregate reached through its alias), else those calling ``f``, else every clause calling ``f``;
+  ``misuse of window function f()`` -> clauses calling ``f`` in FROM/JOIN/WHERE/GROUP BY/HAVING, else every
+  clause calling ``f``; ``aggregate functions are not allowed in the GROUP BY clause`` -> GROUP BY;
   ``misuse of aliased ... x`` -> non-SELECT clauses using ``x``.
 * ``datatype mismatch`` -> LIMIT when it has a non-numeric operand, else WHERE and JOIN (A.3: constraint and
   type failures point at the JOIN/WHERE conditions); ``... constraint failed`` -> WHERE and JOIN.
-* ``near "x": syntax error`` -> the clause holding the first occurrence of token ``x``; when ``x`` is the
-  keyword that starts a clause, the clause before it in the text (it was left unfinished, e.g. a trailing
-  comma before FROM). ``unrecognized token: "x"`` -> the clause holding ``x``; ``incomplete input`` -> the
-  last clause in the text. SQLite does not report the error offset, hence "first occurrence".
+* ``near "x": syntax error`` -> the clause holding the occurrence of token ``x`` where SQLite's parser stops
+  (SQLite names the token but not its offset; the occurrence is found by compiling text prefixes with
+  ``EXPLAIN`` on an empty in-memory database, which never runs them; the first occurrence when that fails).
+  When ``x`` is the keyword that starts a clause, the clause before it in the text is flagged instead (it was
+  left unfinished, e.g. a trailing comma before FROM). ``unrecognized token: "x"`` -> the clause holding
+  ``x``; ``incomplete input`` -> the last clause in the text.
 * GROUP BY / ORDER BY term errors -> that clause; compound column-count mismatch -> every SELECT; HAVING
   errors -> HAVING; ``ORDER BY/LIMIT clause should come after UNION`` -> that clause; sub-select column
   count / row value errors -> clauses holding a subquery; ``no tables specified`` -> SELECT.
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sqlite3
 
 from sqlglot.tokens import TokenType
 
@@ -61,8 +64,7 @@ _PATTERNS = [
     ("schema", "no_such_function", r"no such function: (\S+)"),
     ("schema", "wrong_arguments", r"wrong number of arguments to function (\S+?)\(\)"),
     ("logical", "aggregate_in_group_by", r"aggregate functions are not allowed in the GROUP BY clause"),
-    ("logical", "misuse_aggregate_function", r"misuse of aggregate function (\S+?)\(\)"),
-    ("logical", "misuse_aggregate_alias", r"misuse of aggregate: (\S+?)\(\)"),
+    ("logical", "misuse_aggregate", r"misuse of aggregate(?: function|:) (\S+?)\(\)"),
     ("logical", "misuse_window", r"misuse of window function (\S+?)\(\)"),
     ("logical", "misuse_alias", r"misuse of aliased (?:identifier|aggregate|window function) (\S+)"),
     ("logical", "group_by_range", r"GROUP BY term out of range"),
@@ -145,11 +147,27 @@ def _parts(split: SplitSQL, idx: set[int]) -> set[int]:
     return {split.spans[i].part for i in idx}
 
 
+def _fails_at(prefix: str, message: str) -> bool:
+    """Whether SQLite's parser stops with ``message`` on ``prefix``: compiled (EXPLAIN, never run) against an
+    empty in-memory database, so no user database is touched and syntax errors come before name errors."""
+    con = sqlite3.connect(":memory:")
+    try:
+        con.execute("EXPLAIN " + prefix)
+        return False
+    except sqlite3.Error as e:
+        return str(e) == message
+    finally:
+        con.close()
+
+
 def _syntax_near(ix: _Index, token: str) -> set[int]:
-    low = token.lower()
-    for k, t in enumerate(ix.toks):
-        if t.text.lower() != low and ix.split.sql[t.start:t.end + 1].lower() != low:
-            continue
+    low, sql = token.lower(), ix.split.sql
+    hits = [k for k, t in enumerate(ix.toks) if t.text.lower() == low or sql[t.start:t.end + 1].lower() == low]
+    message = f'near "{token}": syntax error'
+    # SQLite names the token, not its offset: the culprit is the first occurrence where parsing stops.
+    culprit = [k for k in hits if _fails_at(sql[:ix.toks[k].end + 1], message)][:1] or hits[:1]
+    for k in culprit:
+        t = ix.toks[k]
         i = ix.span(k)
         if i is None:
             continue
@@ -190,11 +208,10 @@ def _logical(ix: _Index, info: ErrorInfo) -> set[int]:
     if info.name in fixed:
         return ix.kinds(fixed[info.name])
     banned = ("FROM", "JOIN", "WHERE", "GROUP BY")
-    if info.name in ("misuse_aggregate_function", "misuse_window"):
-        banned = banned + (("HAVING",) if info.name == "misuse_window" else ())
+    if info.name == "misuse_window":
         calls = ix.spans_of(ix.calls(el))
-        return {i for i in calls if spans[i].kind in banned} or calls
-    if info.name == "misuse_aggregate_alias":
+        return {i for i in calls if spans[i].kind in banned + ("HAVING",)} or calls
+    if info.name == "misuse_aggregate":
         aliases = [ix.toks[k + 1].text for k in range(ix.n - 1)
                    if ix.typ(k) == TokenType.ALIAS and ix.span(k) is not None and spans[ix.span(k)].kind == "SELECT"]
         uses = {i for a in aliases for i in ix.spans_of(ix.names(a, unqualified=True)) if spans[i].kind in banned}
