@@ -1,0 +1,236 @@
+"""Weighted loss adapters: run the model on a (micro-)batch and return a loss as (sum, count) for exact accumulation.
+
+The train step splits a batch into micro-batches, sums ``total`` and ``count`` over them and divides once:
+loss = sum(total) / max(sum(count), 1). Each adapter calls the registered loss (``losses.get(name)``) on its
+micro-batch and rescales the mean it returns by that micro-batch's denominator, so the sum equals the
+numerator of the full-batch mean exactly. The denominator follows the loss's reduction:
+
+  tokens     sft token_mean, grpo agg=bnpo/token_mean/dapo, reinforce_pp token_mean, prm (mean over steps)
+  sequences  grpo agg=grpo, dpo, sft sequence_mean (sequences with >= 1 target token)
+  fixed      grpo agg=dr_grpo: B * max_len
+
+Batch-global statistics are computed before splitting: REINFORCE++'s whitening runs over the whole batch in
+``prepare`` (as verl whitens over the whole rollout batch), then each micro-batch sees fixed advantages.
+Register an adapter for your own loss with ``register_adapter``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rewardsql_jax import losses
+from rewardsql_jax.rewards.returns import reinforce_pp_returns
+
+from .batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
+from .logprobs import sequence_logprobs, summed_logprobs
+
+# Options the adapters consume themselves; every other loss option goes to the loss function.
+ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids")
+
+
+@struct.dataclass
+class WeightedLoss:
+    """A micro-batch's loss numerator ``total``, its denominator ``count`` and its metrics (scalars)."""
+
+    total: jax.Array
+    count: jax.Array
+    metrics: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class LossAdapter:
+    """How the train step feeds one registered loss.
+
+    weighted(model, ref_model, batch, loss_fn, options) -> WeightedLoss   (differentiated w.r.t. model)
+    prepare(model, ref_model, batch, options) -> (batch, metrics)          (whole batch, no gradient; optional)
+    """
+
+    batch_type: type
+    weighted: Callable
+    prepare: Callable | None = None
+
+
+_ADAPTERS: dict[str, LossAdapter] = {}
+
+
+def register_adapter(name: str, adapter: LossAdapter, *, override: bool = False) -> LossAdapter:
+    """Tell the train step how to run the loss registered as ``name``."""
+    if name in _ADAPTERS and not override:
+        raise ValueError(f"an adapter for loss {name!r} is already registered; pass override=True to replace it.")
+    _ADAPTERS[name] = adapter
+    return adapter
+
+
+def get_adapter(name: str) -> LossAdapter:
+    """The adapter of loss ``name``; unknown losses list the registered names (from ``losses.get``)."""
+    losses.get(name)
+    if name not in _ADAPTERS:
+        raise ValueError(f"loss {name!r} is registered but the train step has no adapter for it; "
+                         f"register one with rewardsql_jax.training.register_adapter({name!r}, LossAdapter(...)). "
+                         f"Losses with adapters: {', '.join(sorted(_ADAPTERS))}.")
+    return _ADAPTERS[name]
+
+
+def _rescale(loss, count, *, floor_one: bool = True):
+    """(loss * denominator, count): the micro-batch numerator, with the loss's own max(count, 1) floor."""
+    count = jnp.asarray(count, jnp.float32)
+    return loss * (jnp.maximum(count, 1.0) if floor_one else count), count
+
+
+def _no_grad_logprobs(model, batch, opts):
+    return jax.lax.stop_gradient(sequence_logprobs(model, batch.input_ids, batch.attention_mask,
+                                                   temperature=opts.get("temperature", 1.0),
+                                                   chunk_size=opts.get("logprob_chunk_size")))
+
+
+def _need_ref(ref_model, loss_name, field):
+    if ref_model is None:
+        raise ValueError(f"loss {loss_name!r} needs reference log-probs: fill {field} in the batch, or keep a "
+                         f"frozen reference in the state (create_train_state(..., with_reference=True)).")
+
+
+def _split(opts):
+    own = {k: opts[k] for k in ADAPTER_OPTIONS if k in opts}
+    return own, {k: v for k, v in opts.items() if k not in ADAPTER_OPTIONS}
+
+
+# ---------------------------------------------------------------- sft
+def _sft(model, ref_model, batch: SFTBatch, loss_fn, opts):
+    own, opts = _split(opts)
+    logits = model(batch.input_ids, batch.attention_mask)[:, :-1]
+    if own.get("temperature", 1.0) != 1.0:
+        logits = logits / own["temperature"]
+    targets = batch.input_ids[:, 1:]
+    mask = jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]
+    loss, metrics = loss_fn(logits, targets, mask, weights=batch.weights, **opts)
+    if opts.get("reduction", "token_mean") == "token_mean":
+        count = jnp.sum(mask)
+    else:
+        count = jnp.sum((jnp.sum(mask, axis=-1) > 0).astype(jnp.float32))
+    total, count = _rescale(loss, count)
+    return WeightedLoss(total, count, metrics)
+
+
+# ---------------------------------------------------------------- grpo / reinforce_pp
+def _pg_count(mask, agg, max_len):
+    b, t = mask.shape
+    if agg == "grpo":
+        return jnp.float32(b)
+    if agg == "dr_grpo":
+        return jnp.float32(b * (t if max_len is None else max_len))
+    return jnp.sum(mask)
+
+
+def _grpo(model, ref_model, batch: RLBatch, loss_fn, opts):
+    own, opts = _split(opts)
+    if batch.advantages is None:
+        raise ValueError("loss 'grpo' needs RLBatch.advantages ([B] or [B, T]).")
+    if "num_items_in_batch" in opts:
+        raise ValueError("do not pass num_items_in_batch to the train step: it normalises agg='dapo' by the "
+                         "active tokens of the whole (global) batch itself.")
+    ref = batch.ref_logprobs
+    if ref is None and opts.get("beta", 0.0) != 0.0:
+        _need_ref(ref_model, "grpo", "RLBatch.ref_logprobs")
+        ref = _no_grad_logprobs(ref_model, batch, own)
+    lp = sequence_logprobs(model, batch.input_ids, batch.attention_mask, temperature=own.get("temperature", 1.0),
+                           chunk_size=own.get("logprob_chunk_size"))
+    mask = jnp.asarray(batch.completion_mask, jnp.float32)
+    loss, metrics = loss_fn(lp, batch.old_logprobs, batch.advantages, mask, ref_logprobs=ref, **opts)
+    agg = opts.get("agg", "grpo")
+    total, count = _rescale(loss, _pg_count(mask, agg, opts.get("max_len")), floor_one=agg != "dr_grpo")
+    return WeightedLoss(total, count, metrics)
+
+
+_RPP_RETURN_OPTIONS = ("kl_coef", "gamma", "kl", "whiten")
+
+
+def _reinforce_pp_prepare(model, ref_model, batch: RLBatch, opts):
+    """Whole-batch REINFORCE++ returns + whitening; micro-batches then see fixed advantages."""
+    own, opts = _split(opts)
+    if batch.token_rewards is None:
+        raise ValueError("loss 'reinforce_pp' needs RLBatch.token_rewards ([B, T] per-token rewards).")
+    mask = jnp.asarray(batch.completion_mask, jnp.float32)
+    old = batch.old_logprobs
+    if old is None:
+        old = _no_grad_logprobs(model, batch, own)
+    ref = batch.ref_logprobs
+    if ref is None and opts.get("kl_coef", 0.0) != 0.0:
+        _need_ref(ref_model, "reinforce_pp", "RLBatch.ref_logprobs")
+        ref = _no_grad_logprobs(ref_model, batch, own)
+    rr = reinforce_pp_returns(batch.token_rewards, mask, gamma=opts.get("gamma", 1.0), old_logprobs=old,
+                              ref_logprobs=ref, kl_coef=opts.get("kl_coef", 0.0), kl=opts.get("kl", "k1"),
+                              whiten=opts.get("whiten", True))
+    metrics = {"returns/mean": losses.masked_mean(rr.returns, mask), "rewards/mean": losses.masked_mean(rr.rewards, mask)}
+    if ref is not None:
+        metrics["kl"] = losses.masked_mean(old - ref, mask)
+    batch = batch.replace(old_logprobs=old, token_rewards=jax.lax.stop_gradient(rr.advantages), ref_logprobs=None)
+    return batch, metrics
+
+
+def _reinforce_pp(model, ref_model, batch: RLBatch, loss_fn, opts):
+    own, opts = _split(opts)
+    opts = {k: v for k, v in opts.items() if k not in _RPP_RETURN_OPTIONS}
+    lp = sequence_logprobs(model, batch.input_ids, batch.attention_mask, temperature=own.get("temperature", 1.0),
+                           chunk_size=own.get("logprob_chunk_size"))
+    mask = jnp.asarray(batch.completion_mask, jnp.float32)
+    # token_rewards already hold the whitened advantages: gamma=0, no KL, no whitening makes A_t = r_t.
+    loss, metrics = loss_fn(lp, batch.old_logprobs, batch.token_rewards, mask, gamma=0.0, kl_coef=0.0,
+                            whiten=False, **opts)
+    metrics = {k: v for k, v in metrics.items() if k.startswith("clip_ratio")}
+    total, count = _rescale(loss, _pg_count(mask, opts.get("agg", "token_mean"), None))
+    return WeightedLoss(total, count, metrics)
+
+
+# ---------------------------------------------------------------- dpo
+def _dpo(model, ref_model, batch: PreferenceBatch, loss_fn, opts):
+    own, opts = _split(opts)
+    ids = jnp.concatenate([batch.chosen_input_ids, batch.rejected_input_ids])
+    attn = jnp.concatenate([batch.chosen_attention_mask, batch.rejected_attention_mask])
+    lmask = jnp.concatenate([batch.chosen_loss_mask, batch.rejected_loss_mask])
+    kw = dict(temperature=own.get("temperature", 1.0), chunk_size=own.get("logprob_chunk_size"))
+    b = batch.chosen_input_ids.shape[0]
+    logps = summed_logprobs(model, ids, attn, lmask, **kw)
+    if batch.ref_chosen_logps is None:
+        _need_ref(ref_model, "dpo", "PreferenceBatch.ref_chosen_logps / ref_rejected_logps")
+        ref = jax.lax.stop_gradient(summed_logprobs(ref_model, ids, attn, lmask, **kw))
+        ref_chosen, ref_rejected = ref[:b], ref[b:]
+    else:
+        ref_chosen, ref_rejected = batch.ref_chosen_logps, batch.ref_rejected_logps
+    loss, metrics = loss_fn(logps[:b], logps[b:], ref_chosen, ref_rejected, **opts)
+    total, count = _rescale(loss, jnp.float32(b))
+    return WeightedLoss(total, count, metrics)
+
+
+# ---------------------------------------------------------------- prm
+def _prm(model, ref_model, batch: PRMBatch, loss_fn, opts):
+    own, opts = _split(opts)
+    ids = own.get("tag_token_ids")
+    if ids is None or len(ids) != 2:
+        raise ValueError("loss 'prm' needs loss option tag_token_ids=(id of ' +', id of ' -'), taken from the "
+                         "tokenizer (never hard-coded).")
+    hidden = model.hidden_states(batch.input_ids, batch.attention_mask)
+    pos = jnp.asarray(batch.tag_positions, jnp.int32)
+    at_tags = jnp.take_along_axis(hidden, pos[..., None], axis=1)
+    # Project onto the two label tokens only, not the whole vocabulary.
+    w = model.unembed_matrix()[:, jnp.asarray(ids, jnp.int32)]
+    dtype = model.config.compute_dtype
+    tag_logits = jnp.dot(at_tags.astype(dtype), w.astype(dtype), preferred_element_type=jnp.float32)
+    if own.get("temperature", 1.0) != 1.0:
+        tag_logits = tag_logits / own["temperature"]
+    mask = jnp.asarray(batch.step_mask, jnp.float32)
+    loss, metrics = loss_fn(tag_logits, batch.labels, mask, **opts)
+    total, count = _rescale(loss, jnp.sum(mask))
+    return WeightedLoss(total, count, metrics)
+
+
+register_adapter("sft", LossAdapter(SFTBatch, _sft))
+register_adapter("grpo", LossAdapter(RLBatch, _grpo))
+register_adapter("reinforce_pp", LossAdapter(RLBatch, _reinforce_pp, prepare=_reinforce_pp_prepare))
+register_adapter("dpo", LossAdapter(PreferenceBatch, _dpo))
+register_adapter("prm", LossAdapter(PRMBatch, _prm))
+
+__all__ = ["ADAPTER_OPTIONS", "LossAdapter", "WeightedLoss", "get_adapter", "register_adapter"]

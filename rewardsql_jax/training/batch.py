@@ -1,0 +1,175 @@
+"""Batches the train step consumes: pytrees of [B, ...] arrays with shape checks that name the field at fault.
+
+Token-aligned convention: every per-token field is aligned with ``input_ids`` (position t describes token t),
+so ``completion_mask[b, t] = 1`` marks a generated token and ``old_logprobs[b, t]`` is its sampling log-prob.
+Position 0 never carries a loss (nothing predicts the first token).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flax import struct
+
+
+def _shape(x):
+    return tuple(np.shape(x))
+
+
+class _Checks:
+    """Field checks shared by the batch classes (``validate`` raises ValueError naming the field)."""
+
+    def _need(self, name: str, rank: int, what: str):
+        x = getattr(self, name)
+        if x is None:
+            raise ValueError(f"{type(self).__name__}.{name} is missing; it must be {what}.")
+        if len(_shape(x)) != rank:
+            raise ValueError(f"{type(self).__name__}.{name} must be {what}, got shape {_shape(x)}.")
+        return _shape(x)
+
+    def _match(self, ref: str, names, *, optional=False):
+        ref_shape = _shape(getattr(self, ref))
+        for name in names:
+            x = getattr(self, name)
+            if x is None:
+                if optional:
+                    continue
+                raise ValueError(f"{type(self).__name__}.{name} is missing; it must have shape {ref_shape} like {ref}.")
+            shape = _shape(x)
+            if shape != ref_shape:
+                raise ValueError(
+                    f"{type(self).__name__}.{name} has shape {shape} but {ref} has shape {ref_shape}; "
+                    f"pad every field of the batch to the same [batch, seq] shape.")
+
+    def _integer(self, name: str):
+        x = getattr(self, name)
+        dtype = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+        if not np.issubdtype(np.dtype(dtype), np.integer):
+            raise ValueError(f"{type(self).__name__}.{name} must hold integer token ids/positions, got dtype {dtype}.")
+
+    @property
+    def batch_size(self) -> int:
+        """Number of rows (sequences or preference pairs)."""
+        first = next(f for f in self.__dataclass_fields__ if getattr(self, f) is not None)
+        return _shape(getattr(self, first))[0]
+
+
+@struct.dataclass
+class SFTBatch(_Checks):
+    """Supervised batch: ``loss_mask`` is 1 on the target tokens (e.g. the SQL), 0 on prompt and padding.
+
+    ``weights`` [B] optionally scales each sequence's loss (SQLConductor stability-weighted SFT).
+    """
+
+    input_ids: Any
+    attention_mask: Any
+    loss_mask: Any
+    weights: Any = None
+
+    def validate(self) -> "SFTBatch":
+        """Raise ValueError naming the first malformed field; return self."""
+        self._need("input_ids", 2, "[batch, seq] int token ids")
+        self._integer("input_ids")
+        self._match("input_ids", ["attention_mask", "loss_mask"])
+        if self.weights is not None and _shape(self.weights) != _shape(self.input_ids)[:1]:
+            raise ValueError(f"SFTBatch.weights must have shape {_shape(self.input_ids)[:1]} (one per sequence), "
+                             f"got {_shape(self.weights)}.")
+        return self
+
+
+@struct.dataclass
+class RLBatch(_Checks):
+    """Policy-gradient batch of prompt + sampled completion rows.
+
+    ``advantages`` is [B, T] per token (process / clause rewards) or [B] per sequence (GRPO ``grpo`` loss);
+    ``token_rewards`` [B, T] feeds REINFORCE++ instead. ``old_logprobs`` are the sampler's log-probs
+    (None: on-policy, ratio 1). ``ref_logprobs`` None means the step computes them from the state's reference
+    params when the loss needs them.
+    """
+
+    input_ids: Any
+    attention_mask: Any
+    completion_mask: Any
+    old_logprobs: Any = None
+    advantages: Any = None
+    ref_logprobs: Any = None
+    token_rewards: Any = None
+
+    def validate(self) -> "RLBatch":
+        """Raise ValueError naming the first malformed field; return self."""
+        self._need("input_ids", 2, "[batch, seq] int token ids")
+        self._integer("input_ids")
+        self._match("input_ids", ["attention_mask", "completion_mask"])
+        self._match("input_ids", ["old_logprobs", "ref_logprobs", "token_rewards"], optional=True)
+        if self.advantages is not None:
+            b, t = _shape(self.input_ids)
+            if _shape(self.advantages) not in ((b,), (b, t)):
+                raise ValueError(f"RLBatch.advantages has shape {_shape(self.advantages)}; it must be [{b}] "
+                                 f"(per sequence) or [{b}, {t}] (per token) to match input_ids {(b, t)}.")
+        return self
+
+
+@struct.dataclass
+class PreferenceBatch(_Checks):
+    """Chosen / rejected completions of the same prompts, padded to one [B, T]; loss masks cover completions.
+
+    ``ref_chosen_logps`` / ``ref_rejected_logps`` [B] are precomputed reference log-probs (None: computed from
+    the state's reference params inside the step).
+    """
+
+    chosen_input_ids: Any
+    chosen_attention_mask: Any
+    chosen_loss_mask: Any
+    rejected_input_ids: Any
+    rejected_attention_mask: Any
+    rejected_loss_mask: Any
+    ref_chosen_logps: Any = None
+    ref_rejected_logps: Any = None
+
+    def validate(self) -> "PreferenceBatch":
+        """Raise ValueError naming the first malformed field; return self."""
+        self._need("chosen_input_ids", 2, "[batch, seq] int token ids")
+        self._integer("chosen_input_ids")
+        self._integer("rejected_input_ids")
+        self._match("chosen_input_ids", ["chosen_attention_mask", "chosen_loss_mask", "rejected_input_ids",
+                                         "rejected_attention_mask", "rejected_loss_mask"])
+        b = _shape(self.chosen_input_ids)[0]
+        for name in ("ref_chosen_logps", "ref_rejected_logps"):
+            x = getattr(self, name)
+            if x is not None and _shape(x) != (b,):
+                raise ValueError(f"PreferenceBatch.{name} must have shape ({b},) (summed log-probs per pair), "
+                                 f"got {_shape(x)}.")
+        if (self.ref_chosen_logps is None) != (self.ref_rejected_logps is None):
+            raise ValueError("PreferenceBatch: give both ref_chosen_logps and ref_rejected_logps, or neither.")
+        return self
+
+
+@struct.dataclass
+class PRMBatch(_Checks):
+    """PRM batch: ``tag_positions`` [B, S] index the step-tag tokens in ``input_ids``; ``labels`` [B, S] are
+    0/1 step labels and ``step_mask`` [B, S] marks real steps (padding steps may point at any position)."""
+
+    input_ids: Any
+    attention_mask: Any
+    tag_positions: Any
+    labels: Any
+    step_mask: Any
+
+    def validate(self) -> "PRMBatch":
+        """Raise ValueError naming the first malformed field; return self."""
+        self._need("input_ids", 2, "[batch, seq] int token ids")
+        self._integer("input_ids")
+        self._match("input_ids", ["attention_mask"])
+        b, t = _shape(self.input_ids)
+        s = self._need("tag_positions", 2, f"[{b}, num_steps] int positions of the step tags")
+        if s[0] != b:
+            raise ValueError(f"PRMBatch.tag_positions has shape {s}; its first dimension must be the batch size {b}.")
+        self._integer("tag_positions")
+        self._match("tag_positions", ["labels", "step_mask"])
+        if not isinstance(self.tag_positions, np.ndarray):
+            return self
+        pos = np.asarray(self.tag_positions)
+        if pos.size and (pos.min() < 0 or pos.max() >= t):
+            raise ValueError(f"PRMBatch.tag_positions must lie in [0, {t}) (sequence length), "
+                             f"got values in [{pos.min()}, {pos.max()}].")
+        return self

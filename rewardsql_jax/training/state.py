@@ -1,0 +1,60 @@
+"""Train state as one pytree: static graph + optimizer, params, optax state, step, RNG, frozen reference params."""
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx, struct
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a train step reads and returns; donated to the jitted step.
+
+    ``graphdef`` (the NNX module structure) and ``tx`` (the optax transformation) are static. ``params`` holds
+    the fp32 master weights (an ``nnx.State`` of ``nnx.Param`` keeping its ``logical_axes`` metadata).
+    ``ref_params`` are the frozen reference policy's weights (KL / DPO), or None; the step reads them only
+    through ``jax.lax.stop_gradient`` and never updates them.
+    """
+
+    graphdef: Any = struct.field(pytree_node=False)
+    tx: optax.GradientTransformation = struct.field(pytree_node=False)
+    params: nnx.State
+    opt_state: optax.OptState
+    step: jax.Array
+    rng: jax.Array
+    ref_params: nnx.State | None = None
+
+    def model(self) -> nnx.Module:
+        """The policy as a live NNX module (a fresh copy; editing it does not change the state)."""
+        return nnx.merge(self.graphdef, self.params)
+
+    def ref_model(self) -> nnx.Module | None:
+        """The frozen reference model, or None when the state holds no reference."""
+        if self.ref_params is None:
+            return None
+        return nnx.merge(self.graphdef, jax.lax.stop_gradient(self.ref_params))
+
+
+def create_train_state(model: nnx.Module, tx: optax.GradientTransformation, *, seed: int = 0,
+                       with_reference: bool = False, ref_model: nnx.Module | None = None) -> TrainState:
+    """Split ``model`` into graph + params and initialise the optimizer state.
+
+    ``with_reference=True`` keeps a copy of the initial weights as the frozen reference (the usual GRPO / DPO
+    reference); ``ref_model`` supplies a different one (same architecture).
+    """
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    if jax.tree.leaves(rest):
+        raise ValueError("the model holds non-Param state (e.g. batch stats); TrainState supports only nnx.Param.")
+    ref_params = None
+    if ref_model is not None:
+        ref_graphdef, ref_params = nnx.split(ref_model, nnx.Param)
+        if jax.tree.structure(ref_params) != jax.tree.structure(params):
+            raise ValueError("ref_model must have the same architecture (parameter tree) as model.")
+    elif with_reference:
+        ref_params = jax.tree.map(jnp.copy, params)
+    return TrainState(graphdef=graphdef, tx=tx, params=params, opt_state=tx.init(params),
+                      step=jnp.zeros((), jnp.int32), rng=jax.random.key_data(jax.random.key(seed)),
+                      ref_params=ref_params)

@@ -1,0 +1,168 @@
+"""The jitted, donated train step: loss by name, exact gradient accumulation, clipping, AdamW, NaN guard.
+
+``make_train_step(graphdef, "grpo", {"beta": 0.001}, mesh=mesh, micro_batches=4)`` returns
+``train_step(state, batch) -> (state, metrics)``. The step looks the loss up in ``losses`` and feeds it
+through its adapter (``adapters.py``): micro-batch m returns (numerator_m, denominator_m), the step
+divides the summed numerators and gradients by the summed denominators, so accumulating over M
+micro-batches gives the full-batch gradient (up to fp32 summation order). A non-finite loss or gradient
+leaves params, optimizer state and step unchanged and reports ``loss_is_finite = False``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from rewardsql_jax import losses
+from rewardsql_jax.models.config import resolve_dtype
+from rewardsql_jax.models.registry import build_model
+
+from .adapters import LossAdapter, get_adapter
+from .sharding import batch_shardings, micro_batch_sharding, state_shardings
+from .state import TrainState
+
+
+def with_compute_dtype(graphdef, params, compute_dtype):
+    """The graphdef of the same model computing in ``compute_dtype`` (weights keep their storage dtype)."""
+    if compute_dtype is None:
+        return graphdef
+    cfg = nnx.merge(graphdef, params).config
+    name = resolve_dtype(compute_dtype).name
+    if cfg.dtype == name:
+        return graphdef
+    abstract = nnx.eval_shape(lambda: build_model(cfg.replace(dtype=name)))
+    return nnx.split(abstract, nnx.Param, ...)[0]
+
+
+def _split_micro(batch, m: int, mesh):
+    """[B, ...] -> [M, B/M, ...] taking rows m, m+M, ... so each device's rows spread over every micro-batch."""
+    def one(x):
+        y = x.reshape(x.shape[0] // m, m, *x.shape[1:]).swapaxes(0, 1)
+        return y if mesh is None else jax.lax.with_sharding_constraint(y, micro_batch_sharding(mesh))
+    return jax.tree.map(one, batch)
+
+
+def loss_and_grads(params, ref_params, graphdef, batch, *, loss_name: str, loss_options: dict | None = None,
+                   micro_batches: int = 1, mesh=None):
+    """Full-batch loss, its gradient w.r.t. ``params`` and the metrics, accumulated over micro-batches.
+
+    Returns ``(loss, grads, metrics)``; metrics of the loss function are averaged over micro-batches,
+    ``loss`` and ``grads`` are exact (sum of numerators / sum of denominators).
+    """
+    loss_fn, adapter = losses.get(loss_name), get_adapter(loss_name)
+    opts = dict(loss_options or {})
+    ref_model = None if ref_params is None else nnx.merge(graphdef, jax.lax.stop_gradient(ref_params))
+    extra = {}
+    if adapter.prepare is not None:
+        frozen = nnx.merge(graphdef, jax.lax.stop_gradient(params))
+        batch, extra = adapter.prepare(frozen, ref_model, batch, opts)
+
+    def numerator(p, mb):
+        w = adapter.weighted(nnx.merge(graphdef, p), ref_model, mb, loss_fn, opts)
+        return w.total, (w.count, w.metrics)
+
+    grad_fn = jax.value_and_grad(numerator, has_aux=True)
+    if micro_batches == 1:
+        (total, (count, metrics)), grads = grad_fn(params, batch)
+    else:
+        def body(carry, mb):
+            g_acc, t_acc, c_acc = carry
+            (t, (c, mets)), g = grad_fn(params, mb)
+            return (jax.tree.map(jnp.add, g_acc, g), t_acc + t, c_acc + c), mets
+
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        (grads, total, count), stacked = jax.lax.scan(body, (zeros, jnp.float32(0), jnp.float32(0)),
+                                                      _split_micro(batch, micro_batches, mesh))
+        metrics = jax.tree.map(lambda x: jnp.mean(x, axis=0), stacked)
+    denom = jnp.maximum(count, 1.0)
+    grads = jax.tree.map(lambda g: g / denom, grads)
+    metrics = {**metrics, **extra, "loss_denominator": count}
+    return total / denom, grads, metrics
+
+
+def _apply(state: TrainState, graphdef, batch, loss_name, options, micro_batches, mesh):
+    loss, grads, metrics = loss_and_grads(state.params, state.ref_params, graphdef, batch, loss_name=loss_name,
+                                          loss_options=options, micro_batches=micro_batches, mesh=mesh)
+    grad_norm = optax.global_norm(grads)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
+    rng, _ = jax.random.split(jax.random.wrap_key_data(state.rng))
+    new_state = state.replace(params=jax.tree.map(keep, params, state.params),
+                              opt_state=jax.tree.map(keep, opt_state, state.opt_state),
+                              step=state.step + finite.astype(state.step.dtype),
+                              rng=keep(jax.random.key_data(rng), state.rng))
+    metrics = {**metrics, "loss": loss, "grad_norm": grad_norm, "loss_is_finite": finite}
+    return new_state, metrics
+
+
+class TrainStep:
+    """``train_step(state, batch) -> (new_state, metrics)``; jitted on the first call (state donated).
+
+    With a mesh, in/out shardings come from the parameters' logical axes and the batch is split over
+    ("data", "fsdp"). Call ``.validate(batch)`` to check a batch without running it.
+    """
+
+    def __init__(self, graphdef, loss_name: str, options: dict, adapter: LossAdapter, *, mesh, micro_batches,
+                 compute_dtype):
+        self.graphdef, self.loss_name, self.options = graphdef, loss_name, options
+        self.adapter, self.mesh, self.micro_batches, self.compute_dtype = adapter, mesh, micro_batches, compute_dtype
+        self._jitted = None
+
+    def validate(self, batch) -> None:
+        """Raise ValueError if ``batch`` has the wrong type or shapes for this loss / micro-batching / mesh."""
+        want = self.adapter.batch_type
+        if not isinstance(batch, want):
+            raise ValueError(f"loss {self.loss_name!r} trains on {want.__name__}, got {type(batch).__name__}; "
+                             f"build a {want.__name__} (rewardsql_jax.training.batch).")
+        batch.validate()
+        b = batch.batch_size
+        if b % self.micro_batches:
+            raise ValueError(f"batch size {b} is not divisible by micro_batches={self.micro_batches}; "
+                             f"make the batch a multiple of it.")
+        if self.mesh is not None:
+            shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+            if (b // self.micro_batches) % shards:
+                raise ValueError(f"micro-batch size {b // self.micro_batches} must be divisible by the "
+                                 f"data x fsdp mesh size {shards}; grow the batch or change micro_batches.")
+
+    def _build(self, state, batch):
+        graphdef = with_compute_dtype(self.graphdef, state.params, self.compute_dtype)
+
+        def fn(state, batch):
+            return _apply(state, graphdef, batch, self.loss_name, self.options, self.micro_batches, self.mesh)
+
+        if self.mesh is None:
+            return jax.jit(fn, donate_argnums=0)
+        state_sh = state_shardings(state, self.mesh)
+        replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+        return jax.jit(fn, donate_argnums=0, in_shardings=(state_sh, batch_shardings(batch, self.mesh)),
+                       out_shardings=(state_sh, replicated))
+
+    def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict[str, Any]]:
+        self.validate(batch)
+        if self._jitted is None:
+            self._jitted = self._build(state, batch)
+        return self._jitted(state, batch)
+
+
+def make_train_step(model_graphdef, loss_fn_name: str, loss_options: dict | None = None, *, mesh=None,
+                    micro_batches: int = 1, compute_dtype=None) -> TrainStep:
+    """Build the train step for the loss registered as ``loss_fn_name`` with keyword ``loss_options``.
+
+    ``micro_batches`` splits each batch for exact gradient accumulation; ``compute_dtype`` ("bfloat16")
+    overrides the model's compute dtype while the fp32 master weights stay in the state. Unknown loss
+    names raise ValueError listing the registered ones.
+    """
+    adapter = get_adapter(loss_fn_name)
+    if not isinstance(micro_batches, (int, np.integer)) or micro_batches < 1:
+        raise ValueError(f"micro_batches must be a positive integer, got {micro_batches!r}.")
+    if compute_dtype is not None:
+        resolve_dtype(compute_dtype)
+    return TrainStep(model_graphdef, loss_fn_name, dict(loss_options or {}), adapter, mesh=mesh,
+                     micro_batches=int(micro_batches), compute_dtype=compute_dtype)
