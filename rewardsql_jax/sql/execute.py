@@ -6,8 +6,9 @@ must not exhaust memory. The defences, outermost first:
 
 1. The file is opened through the URI ``file:...?mode=ro`` (SQLite refuses every write at the
    pager level) and ``PRAGMA query_only=ON`` is set.
-2. Only statements that start with ``SELECT``, ``WITH`` or ``VALUES`` are accepted, so that
-   statements the authorizer cannot see (``VACUUM INTO 'file'``) never reach SQLite.
+2. Statements that start with a keyword other than ``SELECT``, ``WITH`` or ``VALUES`` (DROP,
+   PRAGMA, VACUUM, ...) are refused before SQLite sees them, so that statements the authorizer
+   cannot see (``VACUUM INTO 'file'``) never run.
 3. An authorizer *allow-list* permits only reads, SELECT, recursive CTEs, functions other than
    ``load_extension`` (and the CLI file functions), and a few introspection pragmas
    (``PRAGMA table_info(t)`` ...). Everything else — INSERT/UPDATE/DELETE, CREATE/DROP/ALTER,
@@ -52,7 +53,11 @@ _FETCH_BATCH = 1024
 _CELL_OVERHEAD = 16  # rough per-value bookkeeping bytes for the result-size estimate
 
 _LEADING_COMMENTS = r"(?:\s|--[^\n]*(?:\n|\Z)|/\*(?:[^*]|\*(?!/))*(?:\*/|\Z))*"
-_ALLOWED_START = re.compile(rf"(?is)\A{_LEADING_COMMENTS}(select|with|values)\b")
+# Every SQLite statement except SELECT / WITH / VALUES; anything else is left to SQLite's parser,
+# so a typo still gets SQLite's own "syntax error" message (EXPO-SQL reads those).
+_DENIED_START = re.compile(
+    rf"(?is)\A{_LEADING_COMMENTS}(alter|analyze|attach|begin|commit|create|delete|detach|drop|end|explain|insert"
+    r"|pragma|reindex|release|replace|rollback|savepoint|update|vacuum)\b")
 _ONLY_COMMENTS = re.compile(rf"(?is)\A{_LEADING_COMMENTS}\Z")
 _DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
 _READONLY_PRAGMAS = frozenset({
@@ -172,9 +177,9 @@ def _check_sql(sql, max_sql_chars: int) -> tuple[str | None, str | None]:
         return None, "SQL contains a NUL character; remove it"
     if _ONLY_COMMENTS.match(sql):
         return None, "empty SQL: there is no statement to execute (only whitespace or comments)"
-    if not _ALLOWED_START.match(sql):
-        first = re.match(rf"(?s){_LEADING_COMMENTS}(\S+)", sql).group(1)[:20].upper()
-        return None, (f"{first} statements are not allowed: the database is opened read-only and only "
+    denied = _DENIED_START.match(sql)
+    if denied:
+        return None, (f"{denied.group(1).upper()} statements are not allowed: the database is opened read-only and only "
                       "queries (SELECT, WITH ... SELECT, VALUES) may run")
     return sql, None
 
