@@ -63,8 +63,8 @@ def grpo(logprobs, old_logprobs, advantages, mask, *, ref_logprobs=None, clip_ep
 
     Args:
       logprobs: [B, T] log-probs of the sampled tokens under the current policy (differentiated).
-      old_logprobs: [B, T] log-probs under the sampling policy; None means logprobs with stop-gradient
-        (TRL with num_iterations=1: ratio 1, gradient A * grad logp).
+      old_logprobs: [B, T] log-probs under the sampling policy (treated as constants); None means logprobs
+        with stop-gradient (TRL with num_iterations=1: ratio 1, gradient A * grad logp).
       advantages: [B] or [B, T].
       mask: [B, T] 1 on completion tokens, 0 on prompt/padding.
       ref_logprobs: [B, T] reference-policy log-probs; required when beta > 0 (then "kl" is also reported).
@@ -86,7 +86,8 @@ def grpo(logprobs, old_logprobs, advantages, mask, *, ref_logprobs=None, clip_ep
         raise ValueError("beta != 0 needs ref_logprobs (the reference policy's per-token log-probs); "
                          "pass them or set beta=0.0.")
     logprobs = _f32(logprobs)
-    old = jax.lax.stop_gradient(logprobs) if old_logprobs is None else _f32(old_logprobs)
+    # old and ref log-probs are constants of the objective (TRL computes them under no_grad)
+    old = jax.lax.stop_gradient(logprobs if old_logprobs is None else _f32(old_logprobs))
     adv = per_token_advantages(advantages, logprobs.shape)
     mask = _f32(mask)
     eps_low = clip_eps
@@ -95,7 +96,7 @@ def grpo(logprobs, old_logprobs, advantages, mask, *, ref_logprobs=None, clip_ep
     per_token, ratio = clipped_surrogate(logprobs, old, adv, eps_low, eps_high)
     metrics = clip_metrics(ratio, adv, mask, eps_low, eps_high)
     if ref_logprobs is not None:
-        per_token_kl = kl_estimate(logprobs, _f32(ref_logprobs), kl, clamp=kl_clamp,
+        per_token_kl = kl_estimate(logprobs, jax.lax.stop_gradient(_f32(ref_logprobs)), kl, clamp=kl_clamp,
                                    log_ratio_clamp=kl_log_ratio_clamp)
         if beta != 0.0:
             per_token = per_token + beta * per_token_kl

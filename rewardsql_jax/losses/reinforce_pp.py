@@ -40,7 +40,7 @@ def reinforce_pp(logprobs, old_logprobs, token_rewards, mask, *, ref_logprobs=No
     logprobs = _f32(logprobs)
     old = jax.lax.stop_gradient(logprobs if old_logprobs is None else _f32(old_logprobs))
     mask = _f32(mask)
-    ref = None if ref_logprobs is None else _f32(ref_logprobs)
+    ref = None if ref_logprobs is None else jax.lax.stop_gradient(_f32(ref_logprobs))
     rr = reinforce_pp_returns(token_rewards, mask, gamma=gamma, old_logprobs=old, ref_logprobs=ref,
                               kl_coef=kl_coef, kl=kl, whiten=whiten)
     adv = jax.lax.stop_gradient(rr.advantages)

@@ -93,3 +93,12 @@ def test_errors_name_the_argument():
         losses.grpo(LOGP, OLD, ADV, MASK, ref_logprobs=REF, beta=0.1, kl="k5")
     with pytest.raises(ValueError, match="entropy"):
         losses.grpo(LOGP, OLD, ADV, MASK, entropy_coef=0.1)
+
+
+def test_old_and_ref_logprobs_are_constants():
+    """Passing the current log-probs as old_logprobs is the on-policy case (ratio 1), as in TRL."""
+    g_none = jax.grad(lambda lp: losses.grpo(lp, None, ADV, MASK)[0])(LOGP)
+    g_same = jax.grad(lambda lp: losses.grpo(lp, lp, ADV, MASK)[0])(LOGP)
+    np.testing.assert_allclose(g_same, g_none, rtol=1e-6)
+    g_ref = jax.grad(lambda r: losses.grpo(LOGP, OLD, ADV, MASK, ref_logprobs=r, beta=0.1)[0])(REF)
+    assert float(jnp.abs(g_ref).max()) == 0.0
