@@ -228,7 +228,9 @@ def run_query(conn: _SandboxConnection, sql, *, timeout_s: float = 30.0, max_row
         if guard.denied and "not authorized" in msg:
             return _error(f"not authorized: {guard.denied}")
         return _error(msg)
-    except Exception as e:  # decode errors from text_factory, MemoryError, ...
+    except MemoryError:  # SQLITE_NOMEM, e.g. over the pool worker's hard heap limit
+        return _error("out of memory: the query needs more memory than the SQLite heap limit allows")
+    except Exception as e:  # decode errors from text_factory, ...
         return _error(f"{type(e).__name__}: {e}")
     finally:
         guard.deadline = float("inf")
