@@ -4,8 +4,10 @@
 named exactly as there. Table 13 derives them from four axes of a SQL result (a bag of tuples over a schema,
 optionally ordered): schema, bag content, ordering, value. The precise rules used here:
 
-* Schema: ``col_count`` when the numbers of columns differ; otherwise ``col_name`` when the column names
-  differ after normalisation (case, whitespace and identifier quotes ignored: ``COUNT(*)`` equals ``count(*)``).
+* Schema: ``col_count`` when the numbers of columns differ; otherwise ``col_name`` when, at some position
+  where both columns are named attributes (plain identifiers: a column or an alias), the names differ (case and
+  identifier quotes ignored). SQLite labels a computed column with its expression text (``max(age)``), which
+  is not an attribute name: a wrong aggregate is a value-level difference (``row_partial``), not ``col_name``.
 * Emptiness (checked whatever the schema): ``row_emptied`` (pred empty, gold not), ``row_created``
   (pred not empty, gold empty).
 * Content, only when the column counts match and both results are non-empty (rows of different widths are
@@ -23,6 +25,7 @@ optionally ordered): schema, bag content, ordering, value. The precise rules use
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from .execute import ExecResult
@@ -57,8 +60,10 @@ def candidate_clauses(diffs) -> set[str]:
     return out
 
 
-def _norm_name(name: str) -> str:
-    return "".join(ch for ch in str(name).lower() if not ch.isspace() and ch not in "\"'`[]")
+def _attribute(name) -> str | None:
+    """The normalised attribute name of a result label, or None for a computed column's expression text."""
+    name = str(name).strip().strip("\"'`[]").lower()
+    return name if re.fullmatch(r"[\w$]+", name) else None
 
 
 def _aligned(extra: set[tuple], missing: set[tuple], n_pred: int, n_gold: int) -> bool:
@@ -82,7 +87,8 @@ def diff_types(pred: ExecResult, gold: ExecResult, *, ordered: bool = False) -> 
     out: set[str] = set()
     if len(pred.columns) != len(gold.columns):
         out.add("col_count")
-    elif [_norm_name(c) for c in pred.columns] != [_norm_name(c) for c in gold.columns]:
+    elif any(a is not None and b is not None and a != b
+             for a, b in zip(map(_attribute, pred.columns), map(_attribute, gold.columns))):
         out.add("col_name")
     p_rows, g_rows = list(pred.rows), list(gold.rows)
     if not p_rows and g_rows:

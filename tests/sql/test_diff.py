@@ -37,10 +37,11 @@ def test_col_name():
     assert diff_types(pred, GOLD) == {"col_name"}
 
 
-def test_col_name_ignores_case_spacing_and_quotes():
-    a = res([(3,)], ("COUNT( * )",))
-    b = res([(3,)], ('"count(*)"',))
-    assert diff_types(a, b) == set()
+def test_col_name_compares_attribute_names_only():
+    assert diff_types(res([(3,)], ("Name",)), res([(3,)], ('"name"',))) == set()
+    # Expression labels (computed columns) are not attribute names: a wrong aggregate is value-level.
+    assert diff_types(res([(3,)], ("max(age)",)), res([(5,)], ("min(age)",))) == {"row_partial"}
+    assert diff_types(res([(3,)], ("total",)), res([(5,)], ("cnt",))) == {"col_name", "row_partial"}
 
 
 def test_row_order_only_when_ordered():
