@@ -42,11 +42,20 @@ def sqlite_path(db_root: Path, db_id: str) -> Path:
     return db_root / db_id / f"{db_id}.sqlite"
 
 
+def find_sqlite(db_roots: tuple[Path, ...], db_id: str) -> Path:
+    """The first `<root>/<db_id>/<db_id>.sqlite` that exists, else the expected path under the first root."""
+    for root in db_roots:
+        path = sqlite_path(root, db_id)
+        if path.is_file():
+            return path
+    return sqlite_path(db_roots[0], db_id)
+
+
 def assemble(
     name: str,
     rows: Iterable[dict],
     to_example: Callable[[int, dict, str], Example],
-    db_root: Path,
+    db_roots: Path | tuple[Path, ...],
     *,
     require_db: bool,
     on_missing: str,
@@ -58,8 +67,10 @@ def assemble(
     `to_example(index, row, db_path)` builds one Example. With `require_db` a question whose
     database file is absent is skipped (`on_missing="skip"`, counted in `n_skipped`) or raises
     MissingDatabaseError naming the db and its expected path (`on_missing="raise"`).
-    `limit` applies after filtering and skipping.
+    `limit` applies after filtering and skipping. With several `db_roots` (e.g. Spider-DK's own
+    folder, then Spider's) a database is taken from the first root holding it.
     """
+    db_roots = (db_roots,) if isinstance(db_roots, Path) else tuple(db_roots)
     if on_missing not in ON_MISSING:
         raise ValueError(f"on_missing must be one of {ON_MISSING}, got {on_missing!r}")
     if limit is not None and limit < 0:
@@ -72,7 +83,7 @@ def assemble(
             raise ValueError(f"{name}: question #{index} has no db_id")
         if wanted is not None and db_id not in wanted:
             continue
-        path = sqlite_path(db_root, db_id)
+        path = find_sqlite(db_roots, db_id)
         if db_id not in present:
             present[db_id] = path.is_file()
         if not present[db_id]:
@@ -87,5 +98,5 @@ def assemble(
         if limit is not None and len(examples) >= limit:
             break
         examples.append(to_example(index, row, str(path)))
-    return Benchmark(name=name, examples=tuple(examples), db_root=str(db_root),
+    return Benchmark(name=name, examples=tuple(examples), db_root=str(db_roots[0]),
                      missing_dbs=tuple(sorted(missing)), n_skipped=n_skipped)

@@ -58,6 +58,20 @@ def test_spider_syn_train_file_reads_original_questions():
     assert syn_q.examples[0].question == "How many leaders of the divisions are older than 56 ?"
 
 
+def test_spider_dk_searches_its_own_databases_first():
+    dk = DATA / "spider_dk"
+    if not dk.is_dir():
+        pytest.skip(f"Spider-DK not found at {dk}")
+    b = load_spider(dk, questions="Spider-DK.json", db_dir=["database", SPIDER / "database"])
+    assert len(b) == 535 - 62 and b.missing_dbs == ("wta_1",)
+    paths = {e.db_id: e.db_path for e in b}
+    assert paths["new_concert_singer"].startswith(str(dk / "database"))
+    assert paths["car_1"].startswith(str(SPIDER / "database"))
+    # index 76 has a gold typo sqlglot cannot parse: hardness unknown instead of a failed load
+    assert b.examples[76].difficulty == "unknown"
+    assert sum(e.difficulty == "unknown" for e in b) == 1
+
+
 def test_clear_errors_for_missing_paths(tmp_path):
     with pytest.raises(FileNotFoundError, match="Spider data folder not found"):
         load_spider(tmp_path / "nope")
