@@ -76,22 +76,24 @@ def assemble(
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, got {limit}")
     wanted = None if db_ids is None else set([db_ids] if isinstance(db_ids, str) else db_ids)
-    examples, missing, n_skipped, present = [], {}, 0, {}
+    examples, missing, n_skipped, paths = [], {}, 0, {}
     for index, row in enumerate(rows):
         db_id = row.get("db_id")
         if not db_id:
             raise ValueError(f"{name}: question #{index} has no db_id")
         if wanted is not None and db_id not in wanted:
             continue
-        path = find_sqlite(db_roots, db_id)
-        if db_id not in present:
-            present[db_id] = path.is_file()
-        if not present[db_id]:
-            missing[db_id] = path
+        if db_id not in paths:
+            paths[db_id] = find_sqlite(db_roots, db_id)
+            if not paths[db_id].is_file():
+                missing[db_id] = paths[db_id]
+        path = paths[db_id]
+        if db_id in missing:
             if require_db:
                 if on_missing == "raise":
+                    where = " or ".join(str(sqlite_path(r, db_id)) for r in db_roots)
                     raise MissingDatabaseError(
-                        f"{name}: database '{db_id}' is missing: expected {path}. Put the SQLite file there, "
+                        f"{name}: database '{db_id}' is missing: expected {where}. Put the SQLite file there, "
                         f"load with on_missing='skip' to drop its questions, or require_db=False to keep them.")
                 n_skipped += 1
                 continue
