@@ -15,7 +15,8 @@
 Under the BIRD rule the result types ``row_dedup`` and ``row_order`` cannot occur for an incorrect query
 (both imply equal row sets); ``RewardOptions(match="ordered_bag")`` (bag equality, plus row order when the
 gold query has ORDER BY) makes them reachable. CTE definitions inherit the verdict of the clause that
-references them (Table 15). Empty predicted SQL is an execution error with no clauses.
+references them (Table 15). Empty (or non-text, or longer than ``max_sql_chars``) predicted SQL is an
+execution error with no clauses: there is nothing to split, and nothing is executed.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ class RewardOptions:
     error_other: float = -0.5
     match: str = "bird"
     max_rows: int = 100_000
+    max_sql_chars: int = 100_000
 
     def __post_init__(self):
         for f in ("correct", "incorrect_erroneous", "incorrect_other", "error_erroneous", "error_other"):
@@ -52,8 +54,10 @@ class RewardOptions:
                 raise ValueError(f"RewardOptions.{f} must be a finite number, got {v!r}")
         if self.match not in _MATCH_RULES:
             raise ValueError(f"RewardOptions.match must be one of {_MATCH_RULES}, got {self.match!r}")
-        if not isinstance(self.max_rows, int) or self.max_rows < 1:
-            raise ValueError(f"RewardOptions.max_rows must be a positive int, got {self.max_rows!r}")
+        for f in ("max_rows", "max_sql_chars"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"RewardOptions.{f} must be a positive int, got {v!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +113,7 @@ def clause_rewards(db_path, pred_sql: str, gold_sql: str, *, timeout_s: float = 
     gold = gold_result if gold_result is not None else run(gold_sql)
     if not gold.ok:
         raise ValueError(f"the gold SQL failed on {db_path}: {gold.error!r}; fix the gold query or the db path")
-    if not isinstance(pred_sql, str) or not pred_sql.strip():
+    if not isinstance(pred_sql, str) or not pred_sql.strip() or len(pred_sql) > options.max_sql_chars:
         return ClauseRewards("error", (), frozenset(), calls)
     split = split_sql(pred_sql)
     pred = run(pred_sql)

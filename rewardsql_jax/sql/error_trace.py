@@ -164,8 +164,16 @@ def _syntax_near(ix: _Index, token: str) -> set[int]:
     low, sql = token.lower(), ix.split.sql
     hits = [k for k, t in enumerate(ix.toks) if t.text.lower() == low or sql[t.start:t.end + 1].lower() == low]
     message = f'near "{token}": syntax error'
-    # SQLite names the token, not its offset: the culprit is the first occurrence where parsing stops.
-    culprit = [k for k in hits if _fails_at(sql[:ix.toks[k].end + 1], message)][:1] or hits[:1]
+    # SQLite names the token, not its offset: the culprit is the first occurrence where parsing stops. Once
+    # the parser has stopped at an occurrence, every longer prefix stops there too, so binary search.
+    lo, hi = 0, len(hits)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _fails_at(sql[:ix.toks[hits[mid]].end + 1], message):
+            hi = mid
+        else:
+            lo = mid + 1
+    culprit = hits[lo:lo + 1] or hits[:1]
     for k in culprit:
         t = ix.toks[k]
         i = ix.span(k)

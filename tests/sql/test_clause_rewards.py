@@ -172,6 +172,12 @@ def test_error_case_syntax_error_sqlglot_cannot_parse(db):
     assert {c.reward for c in r.clauses if not c.erroneous} == {-0.5}
 
 
+def test_syntax_error_token_occurring_twice_flags_the_failing_occurrence(db):
+    pred = "SELECT name FROM people WHERE age > 30 ORDER name"
+    r = clause_rewards(db, pred, "SELECT name FROM people")
+    assert r.case == "error" and flagged(r) == {"WHERE"}  # the second "name", not the SELECT's
+
+
 def test_timeout_is_an_execution_error(db):
     pred = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     r = clause_rewards(db, pred, "SELECT count(*) FROM people", timeout_s=0.2)
@@ -194,8 +200,9 @@ def test_bad_inputs(db):
         RewardOptions(correct=float("nan"))
     with pytest.raises(ValueError, match="gold SQL failed"):
         clause_rewards(db, "SELECT 1", "SELECT nope FROM people")
-    r = clause_rewards(db, "  ", "SELECT name FROM people")
-    assert r.case == "error" and r.clauses == ()
+    for bad in ("  ", None, "SELECT 1 " + "-" * 200_000):
+        r = clause_rewards(db, bad, "SELECT name FROM people")
+        assert r.case == "error" and r.clauses == () and r.db_calls == 1
 
 
 # ---- Spider dev properties ------------------------------------------------------------------------
