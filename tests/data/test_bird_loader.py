@@ -74,3 +74,13 @@ def test_small_bird_layout_with_database(tmp_path):
     assert Path(e.db_path) == db_dir / "shop.sqlite"
     with pytest.raises(FileNotFoundError, match="BIRD question file not found.*dev.json"):
         load_bird(tmp_path)
+
+
+@real
+def test_mini_dev_file_against_dev_database_folder():
+    mini = DATA / "bird" / "mini_dev"
+    b = load_bird(mini, questions="mini_dev_sqlite.json", db_dir=BIRD_DEV / "dev_databases", require_db=False)
+    assert len(b) == 500
+    assert b.difficulty_counts() == {"simple": 148, "moderate": 250, "challenging": 102}  # data README
+    dev_ids = {e.question_id for e in load_bird(BIRD_DEV, require_db=False)}
+    assert {e.question_id for e in b} <= dev_ids
