@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 
 from rewardsql_jax.data.examples import Benchmark, Example
@@ -75,24 +76,31 @@ def _clean(text: str | None) -> str:
 def read_bird_descriptions(db_dir: str | Path, *, with_values: bool = False) -> dict[tuple[str, str], str]:
     """Column descriptions of one BIRD database: {(table.lower(), column.lower()): text}.
 
-    `db_dir` is `<split>_databases/<db_id>`; tables are the CSV file stems. The text is
-    `column_description` with whitespace collapsed; with `with_values` the `value_description`
-    is appended after "; ". Columns with no description are left out. Returns {} when the
-    database has no database_description folder.
+    `db_dir` is `<split>_databases/<db_id>` (i.e. `Path(example.db_path).parent`); tables are the
+    CSV file stems. The text is `column_description` with whitespace collapsed; with
+    `with_values` the `value_description` is appended after "; ". Columns with no description
+    are left out. Returns {} when the database has no database_description folder. Cached per
+    folder, so calling it once per question is cheap.
     """
     folder = Path(db_dir) / "database_description"
     if not folder.is_dir():
         return {}
+    return dict(_descriptions(str(folder.resolve()), with_values))
+
+
+@lru_cache(maxsize=64)
+def _descriptions(folder: str, with_values: bool) -> tuple[tuple[tuple[str, str], str], ...]:
     out: dict[tuple[str, str], str] = {}
-    for csv_path in sorted(folder.glob("*.csv")):
+    for csv_path in sorted(Path(folder).glob("*.csv")):
         for row in csv.DictReader(io.StringIO(_read_text(csv_path))):
             column = _clean(row.get("original_column_name"))
             text = _clean(row.get("column_description"))
-            if with_values and _clean(row.get("value_description")):
-                text = f"{text}; {_clean(row.get('value_description'))}" if text else _clean(row["value_description"])
+            values = _clean(row.get("value_description"))
+            if with_values and values:
+                text = f"{text}; {values}" if text else values
             if column and text:
                 out[(csv_path.stem.lower(), column.lower())] = text
-    return out
+    return tuple(out.items())
 
 
 def bird_descriptions_for(benchmark: Benchmark, db_id: str, **kwargs) -> Mapping[tuple[str, str], str]:
