@@ -70,7 +70,7 @@ def inside_query(node: exp.Expression, root: exp.Expression) -> bool:
 
 def outer_nodes(e: exp.Expression, kind) -> list:
     """Nodes of ``kind`` inside ``e`` that are not inside a nested query."""
-    return [n for n in e.walk() if isinstance(n, kind) and not inside_query(n, e)]
+    return [n for n in e.walk(bfs=False) if isinstance(n, kind) and not inside_query(n, e)]
 
 
 def is_correlated(q: exp.Query) -> bool:

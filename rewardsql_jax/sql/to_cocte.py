@@ -66,13 +66,12 @@ class _Converter:
         raise _Unsupported(f"unsupported query node {type(q).__name__}")
 
     def materialize(self, q: exp.Query, suffix: str) -> str:
+        """Convert ``q`` and make its final query a step; returns the step name. A final that only
+        re-projects the last step's output columns unchanged is dropped and the last step is used."""
+        n_before = len(self.steps)
         final = self.query(q)
-        if (isinstance(final, exp.Select) and final.args.get("expressions")
-                and all(isinstance(x, exp.Star) for x in final.expressions) and not final.args.get("where")
-                and not final.args.get("distinct") and not final.args.get("joins")
-                and not any(final.args.get(k) for k in ("group", "having", "order", "limit", "offset"))
-                and self.steps and final.args["from_"].this.name == self.steps[-1][0]):
-            return self.steps[-1][0]  # final is just SELECT * FROM the last step: reuse it
+        if len(self.steps) > n_before and _is_passthrough(final, self.steps[-1]):
+            return self.steps[-1][0]
         return self.add(f"{main_table(q)}_{suffix}", final)
 
     def set_operation(self, q: exp.SetOperation) -> exp.Query:
@@ -137,83 +136,108 @@ class _Converter:
         qual_star = any(isinstance(e, exp.Column) and isinstance(e.this, exp.Star) for e in items)
         if qual_star or (stars and len(items) > 1):
             raise _Unsupported("qualified or mixed star projection")
+        grouped = (sel.args.get("group") is not None or bool(sel.args.get("having"))
+                   or any(is_aggregate(e) for e in later))
+        src, qual, rewrite = self.source_step(sel, later, stars, grouped)
+        items = [rewrite(e) for e in items]
+        order = [rewrite(o) for o in sel.args["order"].expressions] if sel.args.get("order") else []
+        if grouped:
+            return self.group_step(sel, items, order, src, qual, rewrite)
+        final = exp.Select().from_(exp.Table(this=ident(src)))
+        final.set("expressions", [keep_output_name(e, orig) for e, orig in zip(items, sel.expressions)])
+        for k in ("distinct", "limit", "offset"):
+            final.set(k, sel.args.get(k))
+        if order:
+            final.set("order", exp.Order(expressions=[qualify(o, qual) for o in order]))
+        return final
+
+    def source_step(self, sel: exp.Select, later: list, stars: list, grouped: bool):
+        """FROM + JOIN + WHERE step projecting the columns later clauses use, each under a unique alias.
+
+        Returns (FROM of the next step, qualifier for bare columns, column rewrite function). A grouped
+        query over one plain table without WHERE reads the table directly (no pass-through step)."""
         base = main_table(sel.args["from_"])
         source = exp.Select(**{k: sel.args.get(k) for k in ("from_", "joins", "where")})
         cols = [c for e in later for c in outer_nodes(e, exp.Column) if not isinstance(c.this, exp.Star)]
+        if grouped and not sel.args.get("where") and not sel.args.get("joins") \
+                and isinstance(sel.args["from_"].this, exp.Table):
+            table = sel.args["from_"].this
+            return table, table.alias_or_name, lambda e: e.copy()
         if stars:
             if sel.args.get("joins") and cols:
                 raise _Unsupported("SELECT * over joins with other column uses")
             source.set("expressions", [exp.Star()])
             mapping = {col_key(c): c.name for c in cols}
         else:
-            mapping = {}
-            taken: set[str] = set()
+            mapping, taken = {}, set()
             for c in cols:
-                k = col_key(c)
-                if k in mapping:
-                    continue
-                alias = fresh_alias(c.name, taken, c.table)
-                mapping[k] = alias
-                source.append("expressions", aliased(c.copy(), alias))
+                if col_key(c) not in mapping:
+                    mapping[col_key(c)] = fresh_alias(c.name, taken, c.table)
+                    source.append("expressions", aliased(c.copy(), mapping[col_key(c)]))
             if not mapping:
                 source.set("expressions", [exp.Star()])
         suffix = "filtered" if sel.args.get("where") else "joined" if sel.args.get("joins") else "rows"
         src = self.add(f"{base}_{suffix}", source)
-        items = [rewrite_columns(e, mapping) for e in items]
-        order = sel.args.get("order")
-        order = [rewrite_columns(o, mapping) for o in order.expressions] if order else []
-        grouped = sel.args.get("group") is not None or any(is_aggregate(e) for e in items)
-        grouped = grouped or bool(sel.args.get("having")) or any(is_aggregate(o.this) for o in order)
-        final = exp.Select().from_(exp.Table(this=ident(src)))
-        if grouped:
-            agg = exp.Select().from_(exp.Table(this=ident(src)))
-            if sel.args.get("group"):
-                agg.set("group", exp.Group(expressions=[qualify(rewrite_columns(g, mapping), src)
-                                                        for g in sel.args["group"].expressions]))
-            if sel.args.get("having"):
-                agg.set("having", qualify(rewrite_columns(sel.args["having"], mapping), src))
-            name = self.add(f"{base}_grouped" if sel.args.get("group") else f"{base}_aggregated", agg)
-            taken, outs = set(), []
-            for orig, e in zip(sel.expressions, items):
-                if isinstance(e, exp.Star):
-                    outs.append(None)
-                    agg.append("expressions", e)
-                    continue
-                alias = fresh_alias(out_name(orig), taken)
-                outs.append(alias)
-                agg.append("expressions", aliased(e.unalias(), alias))
-            # ORDER BY / LIMIT / DISTINCT stay in the aggregation step: SQLite breaks ties of a sort over an
-            # aggregate differently from a sort over a materialised grouped step, so moving them changes
-            # which tied row LIMIT keeps. The final query re-applies the ordering (a stable re-sort).
-            new_order = []
-            for o in order:
-                match = [a for a, e in zip(outs, items) if e.unalias() == o.this]
-                if match:
-                    alias = match[0]
-                elif sel.args.get("distinct"):  # an extra column would change DISTINCT: keep step order
-                    new_order = None
-                    break
-                else:
-                    alias = fresh_alias(f"order_{out_name(o.this)}", taken)
-                    agg.append("expressions", aliased(o.this, alias))
-                new_order.append(o.__class__(**{**o.args, "this": column(alias, name)}))
-            if order:
-                agg.set("order", exp.Order(expressions=[qualify(o, src) for o in order]))
-            for k in ("distinct", "limit", "offset"):
-                agg.set(k, sel.args.get(k))
-            final = exp.Select().from_(exp.Table(this=ident(name)))
-            items = [exp.Star() if a is None else keep_output_name(column(a), orig) for a, orig in zip(outs, sel.expressions)]
-            if new_order:
-                final.set("order", exp.Order(expressions=new_order))
-            final.set("expressions", items)
-            return final
-        items = [keep_output_name(e, orig) for e, orig in zip(items, sel.expressions)]
-        final.set("expressions", items)
-        for k in ("distinct", "limit", "offset"):
-            final.set(k, sel.args.get(k))
+        return src, src, lambda e: rewrite_columns(e, mapping)
+
+    def group_step(self, sel: exp.Select, items: list, order: list, src, qual: str, rewrite) -> exp.Select:
+        """GROUP BY + HAVING step projecting the SELECT items (and extra ORDER BY keys) under aliases."""
+        agg = exp.Select().from_(src.copy() if isinstance(src, exp.Table) else exp.Table(this=ident(src)))
+        if sel.args.get("group"):
+            agg.set("group", exp.Group(expressions=[qualify(rewrite(g), qual) for g in sel.args["group"].expressions]))
+        if sel.args.get("having"):
+            agg.set("having", qualify(rewrite(sel.args["having"]), qual))
+        base = main_table(sel.args["from_"])
+        name = self.add(f"{base}_grouped" if sel.args.get("group") else f"{base}_aggregated", agg)
+        taken, outs = set(), []
+        for orig, e in zip(sel.expressions, items):
+            if isinstance(e, exp.Star):
+                outs.append(None)
+                agg.append("expressions", e)
+                continue
+            outs.append(fresh_alias(out_name(orig), taken))
+            agg.append("expressions", aliased(e.unalias(), outs[-1]))
+        # ORDER BY / LIMIT / DISTINCT stay in the aggregation step: SQLite breaks ties of a sort over an
+        # aggregate differently from a sort over a materialised grouped step, so moving them changes
+        # which tied row LIMIT keeps. The final query re-applies the ordering (a stable re-sort).
+        new_order = []
+        for o in order:
+            match = [a for a, e in zip(outs, items) if a is not None and e.unalias() == o.this]
+            if match:
+                alias = match[0]
+            elif sel.args.get("distinct"):  # an extra column would change DISTINCT: keep the step's order
+                new_order = []
+                break
+            else:
+                alias = fresh_alias(f"order_{out_name(o.this)}", taken)
+                agg.append("expressions", aliased(o.this, alias))
+            new_order.append(o.__class__(**{**o.args, "this": column(alias, name)}))
         if order:
-            final.set("order", exp.Order(expressions=[qualify(o, src) for o in order]))
+            agg.set("order", exp.Order(expressions=[qualify(o, qual) for o in order]))
+        for k in ("distinct", "limit", "offset"):
+            agg.set(k, sel.args.get(k))
+        final = exp.Select().from_(exp.Table(this=ident(name)))
+        final.set("expressions", [exp.Star() if a is None else keep_output_name(column(a), orig)
+                                  for a, orig in zip(outs, sel.expressions)])
+        if new_order:
+            final.set("order", exp.Order(expressions=new_order))
         return final
+
+
+def _output_names(sel: exp.Select) -> list[str]:
+    return ["*" if isinstance(e, exp.Star) else e.alias_or_name for e in sel.expressions]
+
+
+def _is_passthrough(final: exp.Query, last: tuple[str, exp.Query]) -> bool:
+    name, step = last
+    if not isinstance(final, exp.Select) or not isinstance(step, exp.Select):
+        return False
+    if any(final.args.get(k) for k in ("joins", "where", "group", "having", "order", "limit", "offset", "distinct")):
+        return False
+    if final.args["from_"].this.name != name:
+        return False
+    plain = all(isinstance(e, (exp.Star, exp.Column)) for e in final.expressions)
+    return plain and _output_names(final) == _output_names(step)
 
 
 def _body_text(q: exp.Expression) -> str:

@@ -1,4 +1,5 @@
 """split_cocte / prefix_sql / step annotation on hand-written CoCTEs and a real Spider database."""
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -49,15 +50,17 @@ def test_plain_query_has_zero_steps():
     assert c.steps == () and c.final == "SELECT name FROM singer"
 
 
-def test_recursive_and_nested_ctes():
+def test_recursive_and_nested_ctes(tmp_path):
+    db = tmp_path / "empty.sqlite"
+    sqlite3.connect(db).close()
     sql = ("WITH RECURSIVE cnt(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM cnt WHERE x < 5),\n\n"
            "evens AS (WITH inner_cte AS (SELECT x FROM cnt) SELECT x FROM inner_cte WHERE x % 2 = 0)\n\n"
            "SELECT SUM(x) FROM evens")
     c = split_cocte(sql)
     assert [s.name for s in c.steps] == ["cnt", "evens"]  # inner_cte is part of the 'evens' body
     assert c.steps[1].body.startswith("WITH inner_cte AS")
-    assert execute(":memory:", prefix_sql(sql, 1)).rows == tuple((i,) for i in range(1, 6))
-    assert execute(":memory:", prefix_sql(sql, 2)).rows == ((2,), (4,))
+    assert execute(db, prefix_sql(sql, 1)).rows == tuple((i,) for i in range(1, 6))
+    assert execute(db, prefix_sql(sql, 2)).rows == ((2,), (4,))
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "SELECT FROM WHERE", "WITH a AS (SELECT 1 SELECT * FROM a",
