@@ -1,0 +1,174 @@
+"""End-to-end ``generate``: parity with transformers, log-probs, EOS, ordering, seeds, recompiles, errors."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from rewardsql_jax.sampling import GenerationResult, filter_logits, generate
+from rewardsql_jax.sampling import sampler
+
+torch = pytest.importorskip("torch")
+
+PROMPTS = [[3, 17, 42, 5, 9], list(range(20, 31)), [7] * 3 + list(range(60, 74)), [101]]
+
+
+def _hf_greedy(tm, prompts, n_new, pad_id=0):
+    width = max(map(len, prompts))
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    with torch.no_grad():
+        out = tm.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n_new, min_new_tokens=n_new,
+                          do_sample=False, pad_token_id=pad_id, eos_token_id=None)
+    return out[:, width:].tolist()
+
+
+def _full_forward_logprobs(model, prompt, new_tokens, temperature):
+    """log_softmax(logits / T) of the sampled tokens, from one forward over prompt + generated."""
+    seq = jnp.asarray([prompt + new_tokens])
+    logits = model(seq)[0, len(prompt) - 1:-1]
+    t = temperature if temperature > 0 else 1.0
+    logp = jax.nn.log_softmax(logits / t, axis=-1)
+    return np.asarray(logp[jnp.arange(len(new_tokens)), jnp.asarray(new_tokens)])
+
+
+def test_greedy_matches_transformers_generate(torch_and_jax):
+    tm, jm = torch_and_jax
+    ref = _hf_greedy(tm, PROMPTS, 40)
+    res = generate(jm, PROMPTS, max_new_tokens=40)
+    assert isinstance(res, GenerationResult)
+    assert res.tokens == ref
+    assert res.prompt_lengths == [len(p) for p in PROMPTS] and res.finished == [False] * 4
+
+
+def test_greedy_with_fixed_cache_len_is_the_same(torch_and_jax):
+    _, jm = torch_and_jax
+    a = generate(jm, PROMPTS, max_new_tokens=20)
+    b = generate(jm, PROMPTS, max_new_tokens=20, max_cache_len=40)  # prompt width shrinks to 20
+    assert a.tokens == b.tokens
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(0.0, 0, 1.0), (0.7, 0, 1.0), (1.3, 10, 0.9)])
+def test_logprobs_match_full_forward(torch_and_jax, temperature, top_k, top_p):
+    _, jm = torch_and_jax
+    res = generate(jm, PROMPTS[:3], max_new_tokens=12, temperature=temperature, top_k=top_k, top_p=top_p,
+                   num_samples=2, seed=4)
+    for row, (toks, lps) in enumerate(zip(res.tokens, res.logprobs)):
+        prompt = PROMPTS[row // 2]
+        assert len(toks) == len(lps) == 12
+        np.testing.assert_allclose(lps, _full_forward_logprobs(jm, prompt, toks, temperature), atol=1e-4)
+
+
+def test_top_k_and_top_p_never_emit_excluded_tokens(torch_and_jax):
+    _, jm = torch_and_jax
+    for kw in (dict(top_k=3), dict(top_p=0.5), dict(top_k=6, top_p=0.6)):
+        res = generate(jm, PROMPTS[:2], max_new_tokens=8, temperature=1.0, num_samples=16, seed=1, **kw)
+        for row, toks in enumerate(res.tokens):
+            prompt = PROMPTS[row // 16]
+            logits = jm(jnp.asarray([prompt + toks]))[0, len(prompt) - 1:-1]
+            allowed = np.isfinite(np.asarray(filter_logits(logits, top_k=kw.get("top_k", 0), top_p=kw.get("top_p", 1.0),
+                                                          use_top_p="top_p" in kw)))
+            assert allowed[np.arange(len(toks)), toks].all(), kw
+
+
+def _pooled_chi2_pvalue(counts, probs):
+    n = counts.sum()
+    small = probs * n < 5  # pool cells with expected count < 5 (chi-square validity)
+    obs, exp = counts[~small], probs[~small] * n
+    if small.any():
+        obs, exp = np.append(obs, counts[small].sum()), np.append(exp, probs[small].sum() * n)
+    return stats.chisquare(obs, exp).pvalue
+
+
+def test_next_token_frequencies_match_softmax(torch_and_jax):
+    _, jm = torch_and_jax
+    n = 4000
+    prompt = [1, 9, 33, 2, 40]
+    res = generate(jm, [prompt], max_new_tokens=1, temperature=1.0, num_samples=n, seed=11)
+    counts = np.bincount([t[0] for t in res.tokens], minlength=128)
+    logits = np.asarray(jm(jnp.asarray([prompt]))[0, -1], dtype=np.float64)
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    assert _pooled_chi2_pvalue(counts, probs) > 1e-3
+    # TV distance below twice its expected value under sampling noise (normal approximation)
+    expected_tv = 0.5 * np.sum(np.sqrt(2 * probs * (1 - probs) / (np.pi * n)))
+    assert 0.5 * np.abs(counts / n - probs).sum() < 2 * expected_tv
+    # the test has power: a wrong temperature is rejected
+    wrong = np.exp((logits - logits.max()) / 1.5)
+    assert _pooled_chi2_pvalue(counts, wrong / wrong.sum()) < 1e-6
+
+
+def test_eos_stops_each_row_with_two_eos_ids(torch_and_jax):
+    _, jm = torch_and_jax
+    free = generate(jm, PROMPTS, max_new_tokens=24).tokens
+    eos_a, eos_b = free[0][3], free[1][5]
+    res = generate(jm, PROMPTS, max_new_tokens=24, eos_token_id=[eos_a, eos_b])
+    for toks_free, toks, fin in zip(free, res.tokens, res.finished):
+        hits = [i for i, t in enumerate(toks_free) if t in (eos_a, eos_b)]
+        if hits:
+            assert toks == toks_free[:hits[0] + 1] and fin  # EOS included, nothing after it
+        else:
+            assert toks == toks_free and not fin
+    assert res.finished[0] and res.finished[1] and len(res.tokens[0]) <= 4 and len(res.tokens[1]) <= 6
+
+
+def test_all_rows_done_stops_the_loop_and_pads(torch_and_jax):
+    _, jm = torch_and_jax
+    free = generate(jm, PROMPTS[:2], max_new_tokens=16).tokens
+    eos = [free[0][0], free[1][0]]
+    res = generate(jm, PROMPTS[:2], max_new_tokens=16, eos_token_id=eos, pad_id=77)
+    assert res.tokens == [[free[0][0]], [free[1][0]]] and res.finished == [True, True]
+
+
+def test_prompt_major_order(torch_and_jax):
+    _, jm = torch_and_jax
+    single = [generate(jm, [p], max_new_tokens=10).tokens[0] for p in PROMPTS[:2]]
+    res = generate(jm, PROMPTS[:2], max_new_tokens=10, num_samples=3)
+    assert res.tokens == [single[0]] * 3 + [single[1]] * 3
+    assert res.prompt_lengths == [len(PROMPTS[0])] * 3 + [len(PROMPTS[1])] * 3
+    assert res.for_prompt(1) == [single[1]] * 3
+
+
+def test_seed_determinism(torch_and_jax):
+    _, jm = torch_and_jax
+    kw = dict(max_new_tokens=10, temperature=1.0, num_samples=4)
+    a = generate(jm, PROMPTS[:2], seed=5, **kw)
+    b = generate(jm, PROMPTS[:2], seed=5, **kw)
+    c = generate(jm, PROMPTS[:2], seed=6, **kw)
+    assert a.tokens == b.tokens and a.logprobs == b.logprobs
+    assert a.tokens != c.tokens
+    assert len({tuple(t) for t in a.for_prompt(0)}) > 1  # samples of one prompt differ
+
+
+def test_same_shapes_do_not_recompile(torch_and_jax):
+    _, jm = torch_and_jax
+    kw = dict(max_new_tokens=9, temperature=0.8, top_k=5, top_p=0.9, num_samples=2)
+    generate(jm, [[1, 2, 3], [4, 5]], seed=0, eos_token_id=3, **kw)
+    before = dict(sampler.TRACE_COUNTS)
+    # other contents, lengths in the same bucket, seed, temperature, top_p, eos ids and max_new_tokens <= 16
+    generate(jm, [[9, 8, 7, 6], [5]], seed=1, eos_token_id=[4, 5], **{**kw, "temperature": 1.1, "top_p": 0.5,
+                                                                      "max_new_tokens": 12})
+    assert dict(sampler.TRACE_COUNTS) == before
+    generate(jm, [[9, 8, 7, 6], [5]], **{**kw, "top_k": 6})  # top_k is static: one more trace each
+    assert sampler.TRACE_COUNTS["decode"] == before["decode"] + 1
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(prompt_ids=[]), "prompt_ids is empty"),
+    (dict(prompt_ids=[[1], []]), "prompt 1 is empty"),
+    (dict(temperature=-1.0), "temperature"),
+    (dict(top_p=0.0), "top_p"),
+    (dict(top_p=2.0), "top_p"),
+    (dict(num_samples=0), "num_samples"),
+    (dict(max_cache_len=10), "max_cache_len=10"),
+    (dict(max_new_tokens=300), "max_position_embeddings"),
+    (dict(eos_token_id=[1, 500]), "eos_token_id"),
+])
+def test_bad_input_gives_clear_error(tiny_model, kw, match):
+    args = dict(prompt_ids=[[1, 2, 3]], max_new_tokens=8)
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        generate(tiny_model, args.pop("prompt_ids"), **args)
