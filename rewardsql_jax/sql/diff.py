@@ -14,10 +14,14 @@ optionally ordered): schema, bag content, ordering, value. The precise rules use
   never equal, so comparing them says nothing beyond ``col_count``). ``P``/``G`` are the sets of distinct rows:
   - ``P == G``: ``row_dedup`` when the multiplicities differ (bag vs set); otherwise ``row_order`` when
     ``ordered`` and the row sequences differ.
-  - ``P != G`` and the results *align* (same number of rows, and every extra row shares a value in the
-    same column with some missing row; a 1x1 result always aligns): ``row_partial`` ("structure aligns, but
-    values differ", the typical wrong-aggregate or wrong-expression case). Aligned rows are changed rows, not
-    missing or extra ones, so ``row_partial`` then replaces ``row_subset``/``row_superset``/``row_disjoint``.
+  - ``P != G`` and the results *align*: ``row_partial`` (Table 12: "structure aligns, but calculated values
+    (aggregates/math) are wrong"). A column is *calculated* when its label (in pred or gold) is expression text
+    rather than an attribute name; the results align when some column is calculated, both have the same
+    number of rows, and every extra row equals some missing row on all the non-calculated columns (only the
+    calculated values changed). Aligned rows are changed rows, not missing or extra ones, so ``row_partial``
+    then replaces ``row_subset``/``row_superset``/``row_disjoint``. Results of attribute columns only never
+    align: different values there are different rows. (An aggregate hidden behind an alias in both queries
+    reads as an attribute, so its wrong value shows as a row-level difference.)
   - otherwise ``row_disjoint`` when ``P`` and ``G`` share no row; else ``row_subset`` when some gold rows are
     missing and ``row_superset`` when extra rows are present (both when the overlap is partial).
 
@@ -66,13 +70,12 @@ def _attribute(name) -> str | None:
     return name if re.fullmatch(r"[\w$]+", name) else None
 
 
-def _aligned(extra: set[tuple], missing: set[tuple], n_pred: int, n_gold: int) -> bool:
-    if n_pred != n_gold or not extra or not missing:
+def _aligned(pred: ExecResult, gold: ExecResult, extra: set[tuple], missing: set[tuple]) -> bool:
+    calculated = [_attribute(a) is None or _attribute(b) is None for a, b in zip(pred.columns, gold.columns)]
+    if not any(calculated) or len(pred.rows) != len(gold.rows) or not extra or not missing:
         return False
-    width = len(next(iter(extra)))
-    if width == 1:
-        return n_pred == 1
-    return all(any(any(p[k] == g[k] for k in range(width)) for g in missing) for p in extra)
+    keys = [k for k, c in enumerate(calculated) if not c]
+    return all(any(all(p[k] == g[k] for k in keys) for g in missing) for p in extra)
 
 
 def diff_types(pred: ExecResult, gold: ExecResult, *, ordered: bool = False) -> set[str]:
@@ -106,7 +109,7 @@ def diff_types(pred: ExecResult, gold: ExecResult, *, ordered: bool = False) -> 
             out.add("row_order")
         return out
     extra, missing = p_set - g_set, g_set - p_set
-    if _aligned(extra, missing, len(p_rows), len(g_rows)):
+    if _aligned(pred, gold, extra, missing):
         out.add("row_partial")
         return out
     if not (p_set & g_set):

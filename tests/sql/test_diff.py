@@ -41,7 +41,7 @@ def test_col_name_compares_attribute_names_only():
     assert diff_types(res([(3,)], ("Name",)), res([(3,)], ('"name"',))) == set()
     # Expression labels (computed columns) are not attribute names: a wrong aggregate is value-level.
     assert diff_types(res([(3,)], ("max(age)",)), res([(5,)], ("min(age)",))) == {"row_partial"}
-    assert diff_types(res([(3,)], ("total",)), res([(5,)], ("cnt",))) == {"col_name", "row_partial"}
+    assert diff_types(res([(3,)], ("total",)), res([(5,)], ("cnt",))) == {"col_name", "row_disjoint"}
 
 
 def test_row_order_only_when_ordered():
@@ -89,22 +89,32 @@ def test_row_disjoint():
 
 
 def test_row_partial_aggregate_value():
-    # 1x1 results (a wrong aggregate) align: value-level difference, not disjoint rows.
-    assert diff_types(res([(20,)], ("v",)), res([(50,)], ("v",))) == {"row_partial"}
+    # 1x1 results of a calculated column (a wrong aggregate): value-level, not disjoint rows.
+    assert diff_types(res([(20,)], ("max(age)",)), res([(50,)], ("min(age)",))) == {"row_partial"}
+    # The same values under an attribute label are different rows (e.g. a wrong superlative's name).
+    assert diff_types(res([("dan",)], ("name",)), res([("eve",)], ("name",))) == {"row_disjoint"}
 
 
-def test_row_partial_multi_column_rows_share_keys():
-    gold = res([("a", 3), ("b", 5)], ("k", "n"))
-    pred = res([("a", 3), ("b", 4)], ("k", "n"))
-    assert diff_types(pred, gold) == {"row_partial"}
-    pred2 = res([("a", 1), ("b", 1)], ("k", "n"))
-    assert diff_types(pred2, gold) == {"row_partial"}
+def test_row_partial_multi_column_rows_keep_their_keys():
+    gold = res([("a", 3), ("b", 5)], ("k", "count(*)"))
+    assert diff_types(res([("a", 3), ("b", 4)], ("k", "count(*)")), gold) == {"row_partial"}
+    assert diff_types(res([("a", 1), ("b", 1)], ("k", "COUNT(*)")), gold) == {"row_partial"}
+    # A key that changed is a different row, not a changed value.
+    assert diff_types(res([("a", 3), ("c", 5)], ("k", "count(*)")), gold) == {"row_subset", "row_superset"}
+    # Attribute columns only: a shared value does not make rows align.
+    plain = res([("ann", 30), ("bob", 40)], ("name", "age"))
+    assert diff_types(res([("ann", 30), ("cid", 40)], ("name", "age")), plain) == {"row_subset", "row_superset"}
 
 
 def test_different_row_counts_do_not_align():
-    gold = res([("a", 3), ("b", 5)], ("k", "n"))
-    pred = res([("a", 4)], ("k", "n"))
+    gold = res([("a", 3), ("b", 5)], ("k", "sum(n)"))
+    pred = res([("a", 4)], ("k", "sum(n)"))
     assert diff_types(pred, gold) == {"row_disjoint"}
+
+
+def test_calculated_column_lists_of_equal_length_align():
+    gold = res([(1,), (2,), (3,)], ("count(*)",))
+    assert diff_types(res([(1,), (2,), (4,)], ("count(*)",)), gold) == {"row_partial"}
 
 
 def test_single_column_multi_row_changes_are_row_level():
