@@ -87,7 +87,7 @@ def loss_and_grads(params, ref_params, graphdef, batch, *, loss_name: str, loss_
 def _apply(state: TrainState, graphdef, batch, loss_name, options, micro_batches, mesh):
     loss, grads, metrics = loss_and_grads(state.params, state.ref_params, graphdef, batch, loss_name=loss_name,
                                           loss_options=options, micro_batches=micro_batches, mesh=mesh)
-    grad_norm = optax.global_norm(grads)
+    grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
