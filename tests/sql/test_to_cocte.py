@@ -132,19 +132,26 @@ def test_non_query_statement_is_rejected():
 
 
 def _rate(pairs):
-    equal = fallback = 0
+    """(equal rate, fallback rate, n) over the pairs whose gold query executes."""
+    equal = fallback = n = 0
     for db, sql in pairs:
+        gold = execute(db, sql)
+        if not gold.ok:
+            continue
+        n += 1
         conv = convert_to_cocte(sql)
         assert split_cocte(conv.sql).steps, sql  # round-trips with at least one step
         fallback += conv.fallback
-        equal += same_result(db, sql, conv.sql)
-    return equal / len(pairs), fallback / len(pairs)
+        got = execute(db, conv.sql)
+        if got.ok and len(got.columns) == len(gold.columns):
+            ordered = sqlglot.parse_one(sql, read="sqlite").args.get("order") is not None
+            equal += (list(got.rows) == list(gold.rows)) if ordered else Counter(got.rows) == Counter(gold.rows)
+    return equal / n, fallback / n, n
 
 
 def test_spider_dev_gold_converts_and_executes_equal(spider_dev):
-    pairs = [(db, sql) for db, sql, _ in spider_dev if execute(db, sql).ok]
-    assert len(pairs) >= 970
-    equal, fallback = _rate(pairs)
+    equal, fallback, n = _rate([(db, sql) for db, sql, _ in spider_dev])
+    assert n >= 970
     # measured: 100% equal, 0% fallback (sqlglot 30.30, SQLite 3.40); the issue's goal is >= 95%
     assert equal >= 0.99 and fallback <= 0.01
 
@@ -156,19 +163,18 @@ def _train_pairs():
     out = []
     for d in json.loads(path.read_text()):
         db = SPIDER_DIR / "database" / d["db_id"] / f"{d['db_id']}.sqlite"
-        if db.exists() and execute(db, d["query"]).ok:
+        if db.exists():
             out.append((str(db), d["query"]))
     return out
 
 
 def test_spider_train_sample_converts_and_executes_equal():
-    pairs = _train_pairs()[::7]  # deterministic ~1000-query sample
-    assert len(pairs) >= 950
-    equal, fallback = _rate(pairs)
+    equal, fallback, n = _rate(_train_pairs()[::7])  # deterministic ~1000-query sample
+    assert n >= 950
     assert equal >= 0.99 and fallback <= 0.01
 
 
 @pytest.mark.slow
 def test_spider_train_all_converts_and_executes_equal():
-    equal, _ = _rate(_train_pairs())  # measured 100% on all 6901 executable train gold queries
-    assert equal >= 0.99
+    equal, _, n = _rate(_train_pairs())  # measured 100% on all 6901 executable train gold queries
+    assert n >= 6800 and equal >= 0.99
