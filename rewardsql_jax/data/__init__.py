@@ -6,3 +6,4 @@ from rewardsql_jax.data.bird import load_bird, read_bird_descriptions
 from rewardsql_jax.data.schema import DbSchema, MSchemaOptions, m_schema, read_db_schema, render_m_schema
 from rewardsql_jax.data.prompts import plain_prompt, reward_sql_prompt
 from rewardsql_jax.data.builtin import make_builtin_benchmark, train_bpe_tokenizer
+from rewardsql_jax.data.tokenizer import encode_prompts, format_prompt, load_tokenizer

@@ -4,3 +4,4 @@ from .registry import MODEL_CLASSES, build_model
 from .transformer import CausalLM, KVCache, init_cache
 from .hf import from_pretrained, save_pretrained
 from .sharding import DEFAULT_RULES, AxisRules, batch_sharding, logical_to_spec, make_mesh, param_shardings, shard_model
+from .prm_head import StepTags, TagPositions, find_tag_positions, format_prm_input, prm_tag_logits, step_scores, step_tag_ids
