@@ -6,3 +6,5 @@ from .cocte import CoCTE, Step, annotate_steps, format_step_result, prefix_sql, 
 from .diff import diff_types
 from .clauses import Clause, split_clauses
 from .clause_rewards import ClauseRewards, RewardOptions, clause_rewards
+from .to_cocte import CoCTEConversion, convert_to_cocte, to_cocte
+from .dedup import cocte_similarity, dedup, distance_matrix, preorder_tokens
