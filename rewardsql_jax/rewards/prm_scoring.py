@@ -1,0 +1,68 @@
+"""Score Chain-of-CTE responses with a trained PRM and aggregate step scores (Reward-SQL Sec. 5.1, 6).
+
+A response's steps are its "\\n\\n"-separated blocks; the PRM input is ``format_prm_input`` of the prompt
+and the response; step score = P(" +") against " -" at each step tag.
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+from flax import nnx
+
+from rewardsql_jax.models.prm_head import find_tag_positions, format_prm_input, step_scores, step_tag_ids
+
+AGGREGATIONS = ("min", "product", "last", "average")
+
+
+def aggregate_steps(scores, how: str = "min") -> float:
+    """One score per response from its step scores (Best-of-N selection, paper Sec. 6.3)."""
+    if how not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {how!r}; choose one of {list(AGGREGATIONS)}")
+    s = np.asarray(scores, np.float64)
+    if s.size == 0:
+        return 0.0
+    return float({"min": s.min, "product": s.prod, "last": lambda: s[-1], "average": s.mean}[how]())
+
+
+@nnx.jit
+def _scores(model, ids, mask, positions, plus, minus):
+    return step_scores(model, ids, mask, positions, plus, minus)
+
+
+class PRMScorer:
+    """Batched step scoring with one compiled function per (rows, length, steps) bucket."""
+
+    def __init__(self, model, tokenizer, *, batch_size: int = 16, length_multiple: int = 64):
+        self.model, self.tok = model, tokenizer
+        self.tags = step_tag_ids(tokenizer)
+        self.batch_size, self.length_multiple = batch_size, length_multiple
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def score(self, prompts, responses) -> list[list[float]]:
+        """Step scores per (prompt, response) pair, in input order."""
+        if len(prompts) != len(responses):
+            raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+        out = []
+        for start in range(0, len(prompts), self.batch_size):
+            texts = [format_prm_input(p, r) for p, r in zip(prompts[start:start + self.batch_size],
+                                                            responses[start:start + self.batch_size])]
+            out.extend(self._score_texts(texts))
+        return out
+
+    def _score_texts(self, texts):
+        enc = [self.tok(t, add_special_tokens=False).input_ids for t in texts]
+        n = len(enc)
+        rows = self.batch_size
+        length = max(self.length_multiple, -(-max(map(len, enc)) // self.length_multiple) * self.length_multiple)
+        ids = np.full((rows, length), self.pad, np.int32)
+        mask = np.zeros((rows, length), np.int32)
+        for i, e in enumerate(enc):
+            ids[i, :len(e)] = e
+            mask[i, :len(e)] = 1
+        tags = find_tag_positions(ids, self.tags.tag_id, mask)
+        steps = max(8, -(-tags.positions.shape[1] // 8) * 8)
+        positions = np.zeros((rows, steps), np.int32)
+        positions[:, :tags.positions.shape[1]] = tags.positions
+        scores = np.asarray(jax.device_get(_scores(self.model, ids, mask, positions, self.tags.plus_id,
+                                                   self.tags.minus_id)))
+        return [scores[i, :int(tags.mask[i].sum())].tolist() for i in range(n)]

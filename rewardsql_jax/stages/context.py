@@ -1,0 +1,85 @@
+"""What every stage shares: the run directory, its artefacts, resume markers, the SQL pool, the tokenizer.
+
+Each stage writes its artefacts under ``run_dir/<stage>/`` and, when it has finished, ``metrics.json``
+there; a stage whose ``metrics.json`` exists is skipped on a rerun (resume). Stages hand models to each
+other as HF directories (``save_pretrained``), so every intermediate model is loadable by transformers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from rewardsql_jax.config import save_config
+
+from .run_config import RunConfig
+
+
+@dataclasses.dataclass
+class RunContext:
+    """Mutable per-run handles (the config itself stays frozen)."""
+
+    config: RunConfig
+    run_dir: Path
+    _pool: object = None
+    _tokenizer: object = None
+
+    @classmethod
+    def create(cls, config: RunConfig) -> "RunContext":
+        run_dir = Path(config.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(config, run_dir / "config.json")
+        return cls(config=config, run_dir=run_dir)
+
+    def stage_dir(self, stage: str) -> Path:
+        path = self.run_dir / stage
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def is_done(self, stage: str) -> bool:
+        return (self.run_dir / stage / "metrics.json").exists()
+
+    def finish(self, stage: str, metrics: dict) -> dict:
+        """Write the stage's metrics (marks it done for resume) and append them to the run's JSONL log."""
+        metrics = {"stage": stage, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **metrics}
+        (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
+        self.log(metrics)
+        return metrics
+
+    def metrics(self, stage: str) -> dict:
+        path = self.run_dir / stage / "metrics.json"
+        if not path.exists():
+            raise FileNotFoundError(f"stage {stage!r} has not finished in {self.run_dir}; run it first "
+                                    f"(stages={list(self.config.stages)})")
+        return json.loads(path.read_text())
+
+    def log(self, record: dict) -> None:
+        with open(self.run_dir / "log.jsonl", "a") as f:
+            f.write(json.dumps(record, default=float) + "\n")
+
+    def require(self, stage: str, artefact: str) -> Path:
+        """Path of an artefact another stage made, with a clear error if it is missing."""
+        path = self.run_dir / stage / artefact
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: stage {stage!r} must run before this one "
+                                    f"(add it to stages, or point run_dir at a run that has it)")
+        return path
+
+    def pool(self):
+        """The run's SQL executor pool (started once, reused by every stage)."""
+        if self._pool is None:
+            from rewardsql_jax.sql import ExecutorPool
+            self._pool = ExecutorPool(workers=self.config.workers)
+        return self._pool
+
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from rewardsql_jax.data.tokenizer import load_tokenizer
+            self._tokenizer = load_tokenizer(self.require("cold_start", "tokenizer"))
+        return self._tokenizer
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None

@@ -1,0 +1,113 @@
+"""Stage 7 — evaluation: EX (BIRD or Spider rule) per method overall and by difficulty, the PR/OR quadrant
+table of Reward-SQL Table 1, pass@n / PRM@n curves (paper Figure 10) as a PNG, and official-format
+prediction files (BIRD: ``{question_id: "SQL\\t----- bird -----\\tdb_id"}``; Spider: one SQL per line).
+"""
+from __future__ import annotations
+
+import collections
+import json
+
+import numpy as np
+
+from rewardsql_jax.rewards.prm_scoring import aggregate_steps
+from rewardsql_jax.sql import exec_match_batch
+
+from .cold_start import read_jsonl
+from .context import RunContext
+from .inference import pick_best_of_n
+
+
+def _ex(ctx, records, sqls) -> list[bool]:
+    items = [(r["db_path"], s or "", r["gold_sql"]) for r, s in zip(records, sqls)]
+    return exec_match_batch(items, mode=ctx.config.data.ex_mode, pool=ctx.pool())
+
+
+def _by_difficulty(records, verdicts) -> dict:
+    groups = collections.defaultdict(list)
+    for r, v in zip(records, verdicts):
+        groups[r["difficulty"]].append(v)
+    return {k: float(np.mean(v)) for k, v in sorted(groups.items())}
+
+
+def quadrants(pr_scores, correct, threshold: float = 0.5) -> dict:
+    """Share of predictions in each PR/OR quadrant (Table 1): +PR means aggregated PRM score >= threshold."""
+    n = max(len(correct), 1)
+    table = {"+PR/+OR": 0, "+PR/-OR": 0, "-PR/+OR": 0, "-PR/-OR": 0}
+    for s, c in zip(pr_scores, correct):
+        table[f"{'+' if s >= threshold else '-'}PR/{'+' if c else '-'}OR"] += 1
+    return {k: v / n for k, v in table.items()}
+
+
+def curves(candidates_correct, candidate_scores, aggregation: str, ns) -> dict:
+    """pass@n (any of the first n correct) and PRM@n (PRM Best-of-n of the first n correct)."""
+    out = {"n": list(ns), "pass@n": [], "prm@n": []}
+    for n in ns:
+        out["pass@n"].append(float(np.mean([any(c[:n]) for c in candidates_correct])))
+        if candidate_scores is not None:
+            picks = []
+            for cands, corr in zip(candidate_scores, candidates_correct):
+                i = pick_best_of_n(cands[:n], aggregation)
+                picks.append(bool(corr[i]) if i is not None else False)
+            out["prm@n"].append(float(np.mean(picks)))
+    return out
+
+
+def _plot(curve, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(curve["n"], curve["pass@n"], "o-", label="pass@n")
+    if curve["prm@n"]:
+        ax.plot(curve["n"], curve["prm@n"], "s-", label="PRM@n (Best-of-n)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("n candidates")
+    ax.set_ylabel("EX")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _write_official(out, records, sqls, source: str) -> None:
+    if source == "bird" or source == "builtin":
+        payload = {str(r["question_id"]): f"{s}\t----- bird -----\t{r['db_id']}" for r, s in zip(records, sqls)}
+        (out / "predict_dev.json").write_text(json.dumps(payload, indent=1))
+    if source != "bird":
+        (out / "predict_spider.txt").write_text("".join(" ".join((s or "SELECT 1").split()) + "\n" for s in sqls))
+
+
+def run_evaluate(ctx: RunContext) -> dict:
+    cfg, out = ctx.config, ctx.stage_dir("evaluate")
+    records = read_jsonl(ctx.require("cold_start", "eval.jsonl"))
+    preds = json.loads(ctx.require("inference", "predictions.json").read_text())
+    methods = [m for m in ("greedy_sft", "greedy_rl", "best_of_n", "self_consistency")
+               if preds and preds[0].get(m) is not None]
+    table, by_diff, verdicts = {}, {}, {}
+    for m in methods:
+        v = _ex(ctx, records, [p.get(m) for p in preds])
+        verdicts[m], table[m], by_diff[m] = v, float(np.mean(v)), _by_difficulty(records, v)
+    # Candidate-level correctness for pass@n / PRM@n.
+    flat = [(r, c["sql"]) for r, p in zip(records, preds) for c in p["candidates"]]
+    flat_ok = _ex(ctx, [r for r, _ in flat], [s for _, s in flat])
+    it = iter(flat_ok)
+    cand_correct = [[next(it) for _ in p["candidates"]] for p in preds]
+    has_prm = bool(preds) and preds[0]["candidates"][0]["step_scores"] is not None
+    n_max = len(preds[0]["candidates"]) if preds else 1
+    ns = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= n_max]
+    agg = cfg.inference.aggregation
+    curve = curves(cand_correct, [p["candidates"] for p in preds] if has_prm else None, agg, ns)
+    _plot(curve, out / "pass_at_n.png")
+    quad = None
+    if has_prm:  # PR of the first sampled candidate vs its outcome, as the paper's quadrant table
+        pr = [aggregate_steps(p["candidates"][0]["step_scores"], agg) for p in preds]
+        quad = quadrants(pr, [c[0] for c in cand_correct])
+    best = max(table, key=table.get)
+    final_sqls = [p.get(best) for p in preds]
+    _write_official(out, records, final_sqls, cfg.data.source)
+    return ctx.finish("evaluate", {"ex": table, "ex_by_difficulty": by_diff, "quadrants": quad, "curves": curve,
+                                   "ex_mode": cfg.data.ex_mode, "questions": len(records), "best_method": best})

@@ -1,0 +1,38 @@
+"""Batched SQL generation from prompts with the JAX sampler (chunked, with a progress bar)."""
+from __future__ import annotations
+
+import dataclasses
+
+from tqdm.auto import tqdm
+
+from rewardsql_jax.sampling import generate
+
+
+@dataclasses.dataclass(frozen=True)
+class Completions:
+    """``texts[i][j]`` / ``token_ids[i][j]`` / ``logprobs[i][j]``: sample j of prompt i."""
+
+    texts: list
+    token_ids: list
+    logprobs: list
+
+
+def generate_sql(model, tokenizer, prompts, *, num_samples: int = 1, temperature: float = 0.0,
+                 max_new_tokens: int = 160, seed: int = 0, prompts_per_call: int = 8, desc: str = "generate",
+                 progress: bool = True) -> Completions:
+    """Sample ``num_samples`` completions per prompt (raw prompts, Reward-SQL style), decoded to text."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    texts, ids, lps = [], [], []
+    chunks = range(0, len(prompts), prompts_per_call)
+    for c, start in enumerate(tqdm(chunks, desc=desc, disable=not progress)):
+        chunk = prompts[start:start + prompts_per_call]
+        encoded = [tokenizer(p, add_special_tokens=False).input_ids for p in chunk]
+        res = generate(model, encoded, max_new_tokens=max_new_tokens, temperature=temperature,
+                       num_samples=num_samples, eos_token_id=tokenizer.eos_token_id, seed=seed + c, pad_id=pad)
+        for i in range(len(chunk)):
+            rows = range(i * num_samples, (i + 1) * num_samples)
+            toks = [[t for t in res.tokens[r] if t != tokenizer.eos_token_id] for r in rows]
+            ids.append([res.tokens[r] for r in rows])
+            lps.append([res.logprobs[r] for r in rows])
+            texts.append([tokenizer.decode(t, skip_special_tokens=True).strip() for t in toks])
+    return Completions(texts=texts, token_ids=ids, logprobs=lps)

@@ -1,0 +1,37 @@
+"""Creating, loading and saving the policy / PRM models the stages pass to each other (HF directories)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained
+
+from .context import RunContext
+
+
+def new_or_pretrained_policy(ctx: RunContext):
+    """The configured HF checkpoint, or a fresh Qwen2 sized by ``config.model`` for the run's tokenizer."""
+    m, tok = ctx.config.model, ctx.tokenizer()
+    if m.path:
+        model = from_pretrained(m.path, dtype=m.dtype)
+        if model.config.vocab_size < len(tok):
+            raise ValueError(f"tokenizer has {len(tok)} tokens but model {m.path} only {model.config.vocab_size}; "
+                             f"use the tokenizer that belongs to the model (model.tokenizer_path)")
+        return model
+    cfg = ModelConfig(model_type="qwen2", vocab_size=len(tok), hidden_size=m.hidden_size,
+                      intermediate_size=m.intermediate_size, num_hidden_layers=m.num_layers,
+                      num_attention_heads=m.num_heads, num_key_value_heads=m.num_kv_heads,
+                      head_dim=m.hidden_size // m.num_heads, rope_theta=10000.0, tie_word_embeddings=True,
+                      attention_bias=True, max_position_embeddings=m.max_len,
+                      eos_token_id=tok.eos_token_id, dtype=m.dtype)
+    return build_model(cfg, seed=ctx.config.seed)
+
+
+def save_model(ctx: RunContext, model, path: Path) -> Path:
+    """``save_pretrained`` plus the run's tokenizer, so the directory is a complete HF checkpoint."""
+    save_pretrained(model, path)
+    ctx.tokenizer().save_pretrained(path)
+    return path
+
+
+def load_model(path: Path, dtype: str = "float32"):
+    return from_pretrained(path, dtype=dtype)

@@ -1,0 +1,26 @@
+"""The final table ``launch/run.py`` prints."""
+from __future__ import annotations
+
+METHOD_NAMES = {"greedy_sft": "SFT greedy", "greedy_rl": "SFT+RL greedy", "best_of_n": "PRM Best-of-N",
+                "self_consistency": "self-consistency vote"}
+
+
+def summary_lines(config, results: dict) -> list[str]:
+    lines = [f"run: {config.name}  ({config.run_dir})"]
+    if "cold_start" in results:
+        c = results["cold_start"]
+        lines.append(f"cold start: {c['train_questions']} train / {c['eval_questions']} eval questions; "
+                     f"{c['cocte_verified']} gold queries became verified CoCTEs")
+    if "prm" in results and "heldout" in results["prm"]:
+        h = results["prm"]["heldout"]
+        lines.append(f"PRM held-out steps: AUC {h.get('auc', float('nan')):.3f}  accuracy {h.get('accuracy', float('nan')):.3f}")
+    if "evaluate" in results:
+        e = results["evaluate"]
+        lines.append(f"EX ({e['ex_mode']} rule) on {e['questions']} held-out questions:")
+        for m, v in e["ex"].items():
+            lines.append(f"  {METHOD_NAMES.get(m, m):<24} {100 * v:6.1f}%")
+    return lines
+
+
+def print_summary(config, results: dict) -> None:
+    print("\n".join(["", "=" * 60, *summary_lines(config, results), "=" * 60]))

@@ -1,0 +1,180 @@
+"""The pipeline's configuration: one frozen, validated dataclass per stage, nested in ``RunConfig``.
+
+Defaults are the embedded benchmark on one CPU (``configs/default.py``); the paper's hyper-parameters
+for Qwen2.5-Coder-7B on BIRD live in ``configs/bird_qwen2_5_coder_7b.py``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+STAGES = ("cold_start", "sft", "prm_labels", "prm", "rl", "inference", "evaluate")
+RL_ALGORITHMS = ("grpo", "grpo_outcome", "grpo_deepseekmath", "reinforce_pp", "dpo", "rs")
+AGGREGATIONS = ("min", "product", "last", "average")
+
+
+def _positive(obj, *names):
+    for name in names:
+        if getattr(obj, name) <= 0:
+            raise ValueError(f"{type(obj).__name__}.{name} must be positive, got {getattr(obj, name)}")
+
+
+def _choice(obj, name, allowed):
+    if getattr(obj, name) not in allowed:
+        raise ValueError(f"{type(obj).__name__}.{name}={getattr(obj, name)!r}; choose one of {list(allowed)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Where questions and databases come from. ``source="builtin"`` generates them (no download)."""
+
+    source: str = "builtin"          # builtin | spider | bird
+    root: str = ""                   # dataset root for spider / bird
+    train_split: str = "train"       # bird: split name; spider: question file relative to root
+    eval_split: str = "dev"          # bird: split name; spider: question file (e.g. dev.json)
+    n_train_dbs: int = 12
+    n_test_dbs: int = 6
+    questions_per_db: int = 40
+    schema_examples: int = 3         # M-Schema example values per column
+    max_train: int = 0               # 0 = all
+    max_eval: int = 0
+    ex_mode: str = "bird"            # EX rule: bird (set equality) | spider (test-suite exec match)
+
+    def __post_init__(self):
+        _choice(self, "source", ("builtin", "spider", "bird"))
+        _choice(self, "ex_mode", ("bird", "spider"))
+        if self.source != "builtin" and not self.root:
+            raise ValueError(f"data.root is required for data.source={self.source!r} (the dataset folder)")
+        _positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfigSection:
+    """Policy model. ``path`` = a local HF directory; empty = a fresh Qwen2 of the shape below."""
+
+    path: str = ""
+    tokenizer_path: str = ""         # empty: the model dir's tokenizer, or a BPE trained on the data
+    vocab_size: int = 2048
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    max_len: int = 1024
+    dtype: str = "float32"           # compute dtype; weights stay fp32
+
+    def __post_init__(self):
+        _positive(self, "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
+                  "num_kv_heads", "max_len")
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTConfig:
+    """Cold-start SFT of the policy on Chain-of-CTE targets (paper: lr 1e-5, 3 epochs, batch 16)."""
+
+    steps: int = 300
+    batch_size: int = 16
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+
+    def __post_init__(self):
+        _positive(self, "steps", "batch_size", "lr")
+
+
+@dataclasses.dataclass(frozen=True)
+class PRMLabelConfig:
+    """OmegaPRM-style Monte-Carlo step labels (paper: k=16, c_puct 0.125, alpha 0.5, beta 0.9, L 500)."""
+
+    num_questions: int = 96
+    rollouts_per_question: int = 4
+    completions_per_step: int = 4     # k
+    c_puct: float = 0.125
+    alpha: float = 0.5
+    beta: float = 0.9
+    length_scale: int = 500           # L
+    search_budget: int = 8            # MCTS rollouts per question
+    temperature: float = 1.0
+    max_new_tokens: int = 160
+
+    def __post_init__(self):
+        _positive(self, "num_questions", "rollouts_per_question", "completions_per_step", "search_budget",
+                  "max_new_tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class PRMConfig:
+    """PRM training (BCE at step tags) on the SFT backbone (paper: as SFT)."""
+
+    steps: int = 150
+    batch_size: int = 16
+    lr: float = 1e-3
+    heldout_fraction: float = 0.2
+    annotate_results: bool = False    # add <result>...</result> execution annotations to steps
+
+    def __post_init__(self):
+        _positive(self, "steps", "batch_size", "lr")
+        if not 0.0 < self.heldout_fraction < 1.0:
+            raise ValueError(f"prm.heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+    """RL stage (paper GRPO: lr 1e-6, 48 prompts x 8 samples, clip 0.2, KL k3 0.001, entropy 0.001, T=1)."""
+
+    algorithm: str = "grpo"          # grpo (PRM+outcome, Sec. 5.3) | grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs
+    advantage_variant: str = "paper"  # paper | released (process advantage of Sec. 5.3)
+    steps: int = 20
+    prompts_per_step: int = 8
+    samples_per_prompt: int = 8
+    lr: float = 5e-4
+    clip_eps: float = 0.2
+    kl_beta: float = 0.001
+    entropy_coef: float = 0.0
+    temperature: float = 1.0
+    max_new_tokens: int = 160
+    dpo_beta: float = 0.1
+    rs_threshold: float = 1.5
+
+    def __post_init__(self):
+        _choice(self, "algorithm", RL_ALGORITHMS)
+        _choice(self, "advantage_variant", ("paper", "released"))
+        _positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceConfig:
+    """Greedy, PRM Best-of-N (paper: N=32, T=1.0, min aggregation) and self-consistency."""
+
+    best_of_n: int = 8
+    temperature: float = 1.0
+    aggregation: str = "min"
+    max_new_tokens: int = 160
+
+    def __post_init__(self):
+        _choice(self, "aggregation", AGGREGATIONS)
+        _positive(self, "best_of_n", "max_new_tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything ``launch/run.py`` needs; ``stages`` picks which of ``STAGES`` run (in pipeline order)."""
+
+    name: str = "default"
+    run_dir: str = "runs/default"
+    seed: int = 0
+    stages: tuple = STAGES
+    workers: int = 2                  # SQL executor processes
+    data: DataConfig = DataConfig()
+    model: ModelConfigSection = ModelConfigSection()
+    sft: SFTConfig = SFTConfig()
+    prm_labels: PRMLabelConfig = PRMLabelConfig()
+    prm: PRMConfig = PRMConfig()
+    rl: RLConfig = RLConfig()
+    inference: InferenceConfig = InferenceConfig()
+
+    def __post_init__(self):
+        unknown = [s for s in self.stages if s not in STAGES]
+        if unknown:
+            raise ValueError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")
+        _positive(self, "workers")

@@ -1,0 +1,43 @@
+"""Run the configured stages in pipeline order, skipping the ones a previous run already finished."""
+from __future__ import annotations
+
+import importlib
+import time
+
+from .context import RunContext
+from .run_config import STAGES, RunConfig
+
+# stage name -> "module:function"; imported lazily so a run only pays for the stages it uses.
+STAGE_FUNCTIONS = {
+    "cold_start": "cold_start:run_cold_start",
+    "sft": "sft:run_sft",
+    "prm_labels": "prm_labels:run_prm_labels",
+    "prm": "prm:run_prm",
+    "rl": "rl:run_rl",
+    "inference": "inference:run_inference",
+    "evaluate": "evaluate:run_evaluate",
+}
+
+
+def stage_function(name: str):
+    module, fn = STAGE_FUNCTIONS[name].split(":")
+    return getattr(importlib.import_module(f"rewardsql_jax.stages.{module}"), fn)
+
+
+def run_pipeline(config: RunConfig, *, log=print) -> dict:
+    """Run ``config.stages`` in the order of ``STAGES``; returns {stage: metrics}. Resumable."""
+    ctx = RunContext.create(config)
+    results = {}
+    try:
+        for name in [s for s in STAGES if s in config.stages]:
+            if ctx.is_done(name):
+                log(f"[{name}] already done in {ctx.run_dir} (resume): skipping")
+                results[name] = ctx.metrics(name)
+                continue
+            log(f"[{name}] running")
+            t0 = time.perf_counter()
+            results[name] = stage_function(name)(ctx)
+            log(f"[{name}] done in {time.perf_counter() - t0:.1f}s")
+    finally:
+        ctx.close()
+    return results

@@ -1,0 +1,60 @@
+"""Stage 2 — cold-start SFT of the policy on Chain-of-CTE targets (Reward-SQL Sec. 4.1).
+
+Masked token cross-entropy on the target SQL (+ EOS), prompt tokens masked; one jitted, donated train
+step (``training.make_train_step(..., "sft")``). Writes ``sft/policy/`` (HF directory) and metrics.
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from rewardsql_jax.training.batch import SFTBatch
+from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step import make_train_step
+
+from .cold_start import read_jsonl
+from .context import RunContext
+from .encoding import batch_indices, bucket_length, encode_pair, sft_arrays
+from .policy import new_or_pretrained_policy, save_model
+
+
+def run_sft(ctx: RunContext) -> dict:
+    cfg, out = ctx.config, ctx.stage_dir("sft")
+    tok = ctx.tokenizer()
+    records = read_jsonl(ctx.require("cold_start", "train.jsonl"))
+    encoded = [encode_pair(tok, r["prompt"], r["target"]) for r in records]
+    too_long = sum(len(e[0]) > cfg.model.max_len for e in encoded)
+    encoded = [e for e in encoded if len(e[0]) <= cfg.model.max_len]
+    if not encoded:
+        raise ValueError(f"every SFT example is longer than model.max_len={cfg.model.max_len}; raise it")
+    model = new_or_pretrained_policy(ctx)
+    s = cfg.sft
+    opt = OptimizerConfig(learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.grad_clip,
+                          schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps - 1), total_steps=s.steps,
+                          min_lr_ratio=0.1)
+    state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
+    step_fn = make_train_step(state.graphdef, "sft")
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    length = bucket_length(max(len(e[0]) for e in encoded))  # one shape: the step compiles once
+    losses, tokens, t0 = [], 0, time.perf_counter()
+    bar = tqdm(batch_indices(len(encoded), s.batch_size, s.steps, cfg.seed), total=s.steps, desc="sft")
+    for i, idx in enumerate(bar):
+        chunk = [encoded[j] for j in idx]
+        ids, attn, loss_mask = sft_arrays(chunk, length, pad)
+        state, metrics = step_fn(state, SFTBatch(input_ids=ids, attention_mask=attn, loss_mask=loss_mask))
+        tokens += int(attn.sum())
+        if i % 10 == 0 or i == s.steps - 1:
+            loss = float(metrics["loss"])
+            losses.append((i, loss))
+            bar.set_postfix(loss=f"{loss:.3f}")
+            ctx.log({"stage": "sft", "step": i, "loss": loss, "grad_norm": float(metrics["grad_norm"])})
+    jax.block_until_ready(state.params)
+    elapsed = time.perf_counter() - t0
+    save_model(ctx, state.model(), out / "policy")
+    return ctx.finish("sft", {"steps": s.steps, "examples": len(encoded), "dropped_too_long": too_long,
+                              "final_loss": losses[-1][1], "loss_curve": losses, "seconds": elapsed,
+                              "tokens_per_s": tokens / elapsed, "final_loss_mean_last": float(np.mean([l for _, l in losses[-3:]]))})
