@@ -6,6 +6,8 @@ stored goldens) and scripts/make_loss_fixtures.py (writes tests/fixtures/loss_go
 
 from __future__ import annotations
 
+import hashlib
+import json
 from functools import partial
 
 import jax
@@ -108,8 +110,25 @@ def make_cases() -> list[dict]:
     return cases
 
 
+_MEMO: dict[str, tuple] = {}
+
+
 def run_jax(loss_name: str, inputs: dict, kwargs: dict):
-    """Jitted value_and_grad of the registered loss: -> (loss, {grad_arg: grad}, metrics), all numpy."""
+    """Jitted value_and_grad of the registered loss: -> (loss, {grad_arg: grad}, metrics), all numpy.
+
+    Memoised on the exact inputs, so the golden and torch tiers compile each case once per session.
+    """
+    h = hashlib.sha256(json.dumps([loss_name, kwargs], sort_keys=True).encode())
+    for k in sorted(inputs):
+        h.update(k.encode() + str(inputs[k].dtype).encode() + str(inputs[k].shape).encode())
+        h.update(np.ascontiguousarray(inputs[k]).tobytes())
+    key = h.hexdigest()
+    if key not in _MEMO:
+        _MEMO[key] = _run_jax(loss_name, inputs, kwargs)
+    return _MEMO[key]
+
+
+def _run_jax(loss_name: str, inputs: dict, kwargs: dict):
     from rewardsql_jax import losses
 
     fn = losses.get(loss_name)
