@@ -1,3 +1,4 @@
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -51,3 +52,24 @@ def test_duplicate_name_is_refused_unless_override(monkeypatch):
 def test_bad_name_rejected():
     with pytest.raises(ValueError, match="non-empty string"):
         losses.register("")
+
+
+def test_docstring_example_runs(monkeypatch):
+    """The 'add your own loss' example in rewardsql_jax.losses' docstring works as written."""
+    import textwrap
+
+    monkeypatch.setattr(registry, "_LOSSES", dict(registry._LOSSES))
+    lines = losses.__doc__.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.rstrip().endswith("::")) + 1
+    block = []
+    for line in lines[start:]:
+        if line.strip() and not line.startswith("    "):
+            break
+        block.append(line)
+    namespace = {}
+    exec(textwrap.dedent("\n".join(block)), namespace)
+    fn = losses.get("my_pg")
+    assert fn is namespace["my_pg"]
+    loss, metrics = jax.jit(fn)(jnp.array([[-1.0, -2.0]]), None, jnp.array([2.0]), jnp.array([[1.0, 1.0]]))
+    assert float(loss) == pytest.approx(3.0)
+    assert float(metrics["adv_mean"]) == 2.0
