@@ -67,10 +67,10 @@ def _deepseekmath(steps, g, eps, ddof):
     adv = []
     for start in range(0, len(steps), g):
         group = steps[start:start + g]
-        flat = np.concatenate(group) if group else np.zeros(0)
-        mean, std = flat.mean(), flat.std(ddof=ddof) if flat.size > ddof else np.nan
-        if not np.isfinite(std):
+        flat = np.concatenate(group)
+        if flat.size <= ddof:
             raise ValueError(f"a group with {flat.size} step scores has no std with ddof={ddof}; use ddof=0.")
+        mean, std = flat.mean(), flat.std(ddof=ddof)
         for s in group:
             norm = (s - mean) / (std + eps)
             adv.append(np.cumsum(norm[::-1])[::-1])

@@ -116,3 +116,10 @@ def test_parity_with_torch_reference(variant):
     got = process_advantages(steps, out, g, variant=variant)
     for a, b in zip(got, ref):
         np.testing.assert_allclose(a, b.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_deepseekmath_needs_enough_steps_for_a_std():
+    with pytest.raises(ValueError, match="ddof=1"):
+        process_advantages([[0.5], []], [1.0, 0.0], 2, variant="deepseekmath")
+    adv = process_advantages([[0.5], []], [1.0, 0.0], 2, variant="deepseekmath", ddof=0)
+    assert adv[1].shape == (0,) and adv[0][0] == 0.0
