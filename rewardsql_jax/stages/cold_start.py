@@ -32,8 +32,10 @@ def load_benchmarks(ctx: RunContext):
     if not root.exists():
         raise FileNotFoundError(f"data.root={root} does not exist; download the dataset and point data.root at it")
     if d.source == "spider":  # splits are question files relative to root (e.g. ../spider_syn/train_spider.json)
-        return load_spider(root, questions=d.train_split), load_spider(root, questions=d.eval_split)
-    return load_bird(root, split=d.train_split), load_bird(root, split=d.eval_split)
+        load = lambda split: load_spider(root, questions=split)  # noqa: E731
+    else:
+        load = lambda split: load_bird(root, split=split)  # noqa: E731
+    return (load(d.train_split) if d.train_split else None), load(d.eval_split)
 
 
 def _limit(examples, n):
@@ -81,7 +83,8 @@ def run_cold_start(ctx: RunContext) -> dict:
         return reward_sql_prompt(schemas[ex.db_path], ex.question, ex.evidence)
 
     pool, records, n_structured, n_verified = ctx.pool(), [], 0, 0
-    for ex in tqdm(_limit(train.examples, cfg.data.max_train), desc="cold start: gold -> CoCTE"):
+    train_examples = _limit(train.examples, cfg.data.max_train) if train is not None else []
+    for ex in tqdm(train_examples, desc="cold start: gold -> CoCTE"):
         target, structured, verified = verified_cocte(ex.gold_sql, ex.db_path, pool)
         n_structured += structured
         n_verified += verified
@@ -101,13 +104,15 @@ def run_cold_start(ctx: RunContext) -> dict:
         "cocte_verified_rate": n_verified / max(len(records), 1), "tokenizer": str(tok_dir)})
 
 
-def _tokenizer(ctx: RunContext, records, tok_dir: Path) -> Path:
+def _tokenizer(ctx: RunContext, records, tok_dir: Path) -> Path | None:
     from transformers import AutoTokenizer
 
     m = ctx.config.model
     source = m.tokenizer_path or m.path
     if source:
         AutoTokenizer.from_pretrained(source).save_pretrained(tok_dir)
+    elif not records:
+        return None  # evaluation of a predictions file needs no tokenizer
     else:
         texts = [r["prompt"] + r["target"] for r in records]
         train_bpe_tokenizer(texts, m.vocab_size, tok_dir)

@@ -85,13 +85,25 @@ def run_evaluate(ctx: RunContext) -> dict:
     cfg, out = ctx.config, ctx.stage_dir("evaluate")
     records = read_jsonl(ctx.require("cold_start", "eval.jsonl"))
     preds = json.loads(ctx.require("inference", "predictions.json").read_text())
-    methods = [m for m in ("greedy_sft", "greedy_rl", "best_of_n", "self_consistency")
+    methods = [m for m in ("predictions", "greedy_sft", "greedy_rl", "best_of_n", "self_consistency")
                if preds and preds[0].get(m) is not None]
     table, by_diff, verdicts = {}, {}, {}
     for m in methods:
         v = _ex(ctx, records, [p.get(m) for p in preds])
         verdicts[m], table[m], by_diff[m] = v, float(np.mean(v)), _by_difficulty(records, v)
-    # Candidate-level correctness for pass@n / PRM@n.
+    if not methods:
+        raise ValueError("inference/predictions.json holds no predictions; rerun the inference stage")
+    curve, quad = None, None
+    if preds and preds[0]["candidates"]:
+        curve, quad = _candidate_metrics(ctx, records, preds, out)
+    best = max(table, key=table.get)
+    _write_official(out, records, [p.get(best) for p in preds], cfg.data.source)
+    return ctx.finish("evaluate", {"ex": table, "ex_by_difficulty": by_diff, "quadrants": quad, "curves": curve,
+                                   "ex_mode": cfg.data.ex_mode, "questions": len(records), "best_method": best})
+
+
+def _candidate_metrics(ctx, records, preds, out):
+    """pass@n / PRM@n curves (+ PNG) and the PR/OR quadrant table from the sampled candidates."""
     flat = [(r, c["sql"]) for r, p in zip(records, preds) for c in p["candidates"]]
     flat_ok = _ex(ctx, [r for r, _ in flat], [s for _, s in flat])
     it = iter(flat_ok)
@@ -99,15 +111,11 @@ def run_evaluate(ctx: RunContext) -> dict:
     has_prm = bool(preds) and preds[0]["candidates"][0]["step_scores"] is not None
     n_max = len(preds[0]["candidates"]) if preds else 1
     ns = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= n_max]
-    agg = cfg.inference.aggregation
+    agg = ctx.config.inference.aggregation
     curve = curves(cand_correct, [p["candidates"] for p in preds] if has_prm else None, agg, ns)
     _plot(curve, out / "pass_at_n.png")
     quad = None
     if has_prm:  # PR of the first sampled candidate vs its outcome, as the paper's quadrant table
         pr = [aggregate_steps(p["candidates"][0]["step_scores"], agg) for p in preds]
         quad = quadrants(pr, [c[0] for c in cand_correct])
-    best = max(table, key=table.get)
-    final_sqls = [p.get(best) for p in preds]
-    _write_official(out, records, final_sqls, cfg.data.source)
-    return ctx.finish("evaluate", {"ex": table, "ex_by_difficulty": by_diff, "quadrants": quad, "curves": curve,
-                                   "ex_mode": cfg.data.ex_mode, "questions": len(records), "best_method": best})
+    return curve, quad

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import json
+from pathlib import Path
 
 from rewardsql_jax.rewards.prm_scoring import PRMScorer, aggregate_steps
 
@@ -58,10 +59,34 @@ def policies(ctx: RunContext) -> dict:
     return found
 
 
+def read_predictions(path, records) -> list[str]:
+    """SQL per eval record from an official-format file: Spider text (one SQL per line, optional
+    ``\tdb_id``) or BIRD JSON (``{question_id: "SQL\t----- bird -----\tdb_id"}``)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"predictions file {path} does not exist")
+    if path.suffix == ".json":
+        payload = json.loads(path.read_text())
+        missing = [r["question_id"] for r in records if str(r["question_id"]) not in payload]
+        if missing:
+            raise ValueError(f"{path} has no prediction for question_id(s) {missing[:5]}...; it must cover the eval set")
+        return [payload[str(r["question_id"])].split("\t----- bird -----\t")[0] for r in records]
+    lines = path.read_text().splitlines()
+    if len(lines) < len(records):
+        raise ValueError(f"{path} has {len(lines)} lines but the eval set has {len(records)} questions; "
+                         f"give one SQL per line, in eval order")
+    return [line.split("\t")[0] for line in lines[:len(records)]]
+
+
 def run_inference(ctx: RunContext) -> dict:
     cfg, inf = ctx.config, ctx.config.inference
-    tok, pool = ctx.tokenizer(), ctx.pool()
     records = read_jsonl(ctx.require("cold_start", "eval.jsonl"))
+    if inf.predictions_file:
+        preds = [{"question_id": r["question_id"], "db_id": r["db_id"], "predictions": sql, "candidates": []}
+                 for r, sql in zip(records, read_predictions(inf.predictions_file, records))]
+        (ctx.stage_dir("inference") / "predictions.json").write_text(json.dumps(preds, indent=1))
+        return ctx.finish("inference", {"questions": len(records), "policies": [], "source": inf.predictions_file})
+    tok, pool = ctx.tokenizer(), ctx.pool()
     prompts = [r["prompt"] for r in records]
     found = policies(ctx)
     preds = [{"question_id": r["question_id"], "db_id": r["db_id"]} for r in records]

@@ -29,7 +29,7 @@ class DataConfig:
 
     source: str = "builtin"          # builtin | spider | bird
     root: str = ""                   # dataset root for spider / bird
-    train_split: str = "train"       # bird: split name; spider: question file relative to root
+    train_split: str = "train"       # bird: split name; spider: question file relative to root; "" = none (eval only)
     eval_split: str = "dev"          # bird: split name; spider: question file (e.g. dev.json)
     n_train_dbs: int = 12
     n_test_dbs: int = 6
@@ -146,6 +146,7 @@ class RLConfig:
 class InferenceConfig:
     """Greedy, PRM Best-of-N (paper: N=32, T=1.0, min aggregation) and self-consistency."""
 
+    predictions_file: str = ""       # evaluate this file (Spider: one SQL per line; BIRD: predict_dev.json) instead of a model
     best_of_n: int = 8
     temperature: float = 1.0
     aggregation: str = "min"
