@@ -79,6 +79,17 @@ class RunContext:
             self._tokenizer = load_tokenizer(self.require("cold_start", "tokenizer"))
         return self._tokenizer
 
+    def mesh(self):
+        """The configured device mesh, or None on a single device (no sharding needed)."""
+        import jax
+
+        if len(jax.devices()) == 1:
+            return None
+        from rewardsql_jax.models.sharding import make_mesh
+
+        m = self.config.mesh
+        return make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()

@@ -158,6 +158,26 @@ class InferenceConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class MeshConfig:
+    """Device mesh for training and sampling (axes data, fsdp, tensor; one may be -1 = the rest).
+
+    All 1 on a single device. ``micro_batches`` splits each train batch for exact gradient accumulation.
+    """
+
+    data: int = 1
+    fsdp: int = -1
+    tensor: int = 1
+    micro_batches: int = 1
+
+    def __post_init__(self):
+        sizes = (self.data, self.fsdp, self.tensor)
+        if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
+            raise ValueError(f"mesh sizes must be positive with at most one -1, got data={self.data}, "
+                             f"fsdp={self.fsdp}, tensor={self.tensor}")
+        _positive(self, "micro_batches")
+
+
+@dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Everything ``launch/run.py`` needs; ``stages`` picks which of ``STAGES`` run (in pipeline order)."""
 
@@ -166,6 +186,7 @@ class RunConfig:
     seed: int = 0
     stages: tuple = STAGES
     workers: int = 2                  # SQL executor processes
+    mesh: MeshConfig = MeshConfig()
     data: DataConfig = DataConfig()
     model: ModelConfigSection = ModelConfigSection()
     sft: SFTConfig = SFTConfig()

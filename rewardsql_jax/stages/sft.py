@@ -11,6 +11,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
@@ -31,13 +32,15 @@ def run_sft(ctx: RunContext) -> dict:
     encoded = [e for e in encoded if len(e[0]) <= cfg.model.max_len]
     if not encoded:
         raise ValueError(f"every SFT example is longer than model.max_len={cfg.model.max_len}; raise it")
-    model = new_or_pretrained_policy(ctx)
+    model, mesh = new_or_pretrained_policy(ctx), ctx.mesh()
+    if mesh is not None:
+        model = shard_model(model, mesh)
     s = cfg.sft
     opt = OptimizerConfig(learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.grad_clip,
                           schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps - 1), total_steps=s.steps,
                           min_lr_ratio=0.1)
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
-    step_fn = make_train_step(state.graphdef, "sft")
+    step_fn = make_train_step(state.graphdef, "sft", mesh=mesh, micro_batches=cfg.mesh.micro_batches)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     length = bucket_length(max(len(e[0]) for e in encoded))  # one shape: the step compiles once
     losses, tokens, t0 = [], 0, time.perf_counter()
