@@ -26,13 +26,28 @@ def _hf_greedy(tm, prompts, n_new, pad_id=0):
     return out[:, width:].tolist()
 
 
-def _full_forward_logprobs(model, prompt, new_tokens, temperature):
-    """log_softmax(logits / T) of the sampled tokens, from one forward over prompt + generated."""
-    seq = jnp.asarray([prompt + new_tokens])
-    logits = model(seq)[0, len(prompt) - 1:-1]
+def _reference_logits(model, prompts, new_tokens):
+    """Logits predicting each generated token, from ONE right-padded full forward over prompt + generated.
+
+    Returns a list of ``[len(new), V]`` arrays (row ``i`` continues ``prompts[i]``)."""
+    seqs = [list(p) + list(t) for p, t in zip(prompts, new_tokens)]
+    width = max(map(len, seqs))
+    ids = np.zeros((len(seqs), width), np.int32)
+    mask = np.zeros((len(seqs), width), bool)
+    for i, q in enumerate(seqs):
+        ids[i, :len(q)], mask[i, :len(q)] = q, True
+    logits = np.asarray(model(jnp.asarray(ids), jnp.asarray(mask)))
+    return [logits[i, len(p) - 1:len(p) - 1 + len(t)] for i, (p, t) in enumerate(zip(prompts, new_tokens))]
+
+
+def _reference_logprobs(model, prompts, new_tokens, temperature):
+    """log_softmax(logits / T) of the generated tokens (T = 1 for greedy)."""
     t = temperature if temperature > 0 else 1.0
-    logp = jax.nn.log_softmax(logits / t, axis=-1)
-    return np.asarray(logp[jnp.arange(len(new_tokens)), jnp.asarray(new_tokens)])
+    out = []
+    for logits, toks in zip(_reference_logits(model, prompts, new_tokens), new_tokens):
+        logp = np.asarray(jax.nn.log_softmax(jnp.asarray(logits) / t, axis=-1))
+        out.append(logp[np.arange(len(toks)), toks])
+    return out
 
 
 def test_greedy_matches_transformers_generate(torch_and_jax):
@@ -56,19 +71,19 @@ def test_logprobs_match_full_forward(torch_and_jax, temperature, top_k, top_p):
     _, jm = torch_and_jax
     res = generate(jm, PROMPTS[:3], max_new_tokens=12, temperature=temperature, top_k=top_k, top_p=top_p,
                    num_samples=2, seed=4)
-    for row, (toks, lps) in enumerate(zip(res.tokens, res.logprobs)):
-        prompt = PROMPTS[row // 2]
+    prompts = [PROMPTS[row // 2] for row in range(6)]
+    ref = _reference_logprobs(jm, prompts, res.tokens, temperature)
+    for toks, lps, want in zip(res.tokens, res.logprobs, ref):
         assert len(toks) == len(lps) == 12
-        np.testing.assert_allclose(lps, _full_forward_logprobs(jm, prompt, toks, temperature), atol=1e-4)
+        np.testing.assert_allclose(lps, want, atol=1e-4)
 
 
 def test_top_k_and_top_p_never_emit_excluded_tokens(torch_and_jax):
     _, jm = torch_and_jax
-    for kw in (dict(top_k=3), dict(top_p=0.5), dict(top_k=6, top_p=0.6)):
+    for kw in (dict(top_p=0.5), dict(top_k=6, top_p=0.6)):  # full-vocab nucleus, and nucleus over the top-k
         res = generate(jm, PROMPTS[:2], max_new_tokens=8, temperature=1.0, num_samples=16, seed=1, **kw)
-        for row, toks in enumerate(res.tokens):
-            prompt = PROMPTS[row // 16]
-            logits = jm(jnp.asarray([prompt + toks]))[0, len(prompt) - 1:-1]
+        prompts = [PROMPTS[row // 16] for row in range(32)]
+        for toks, logits in zip(res.tokens, _reference_logits(jm, prompts, res.tokens)):
             allowed = np.isfinite(np.asarray(filter_logits(logits, top_k=kw.get("top_k", 0), top_p=kw.get("top_p", 1.0),
                                                           use_top_p="top_p" in kw)))
             assert allowed[np.arange(len(toks)), toks].all(), kw
