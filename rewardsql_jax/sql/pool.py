@@ -26,7 +26,7 @@ import sys
 import time
 from multiprocessing.connection import wait
 
-from .execute import (DEFAULT_MAX_ROWS, TEXT_ERRORS, ExecResult, connect_readonly, run_query)
+from .execute import DEFAULT_MAX_ROWS, TEXT_ERRORS, ExecResult, connect_readonly, execute, run_query
 
 _HOOK_CRASH = "--@test:crash"
 _HOOK_HANG = "--@test:hang"
@@ -40,6 +40,7 @@ def _worker_main(conn, heap_limit_bytes: int, max_connections: int, test_hooks: 
 
         # Process-wide cap on SQLite's own heap; only ever lowered, so it is safe to set here.
         sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit={int(heap_limit_bytes)}").close()
+    conn.send("ready")
     cache: collections.OrderedDict = collections.OrderedDict()
     while True:
         try:
@@ -48,22 +49,24 @@ def _worker_main(conn, heap_limit_bytes: int, max_connections: int, test_hooks: 
             return
         if chunk is None:
             return
+        stamps: dict = {}  # one stat() per database per chunk
         for job_id, db, sql, timeout_s, max_rows, text_errors in chunk:
             if test_hooks and isinstance(sql, str):
                 if sql.startswith(_HOOK_CRASH):
                     os._exit(13)
                 if sql.startswith(_HOOK_HANG):
                     time.sleep(3600)
-            conn.send((job_id, _run_cached(cache, max_connections, db, sql, timeout_s, max_rows, text_errors)))
+            res = _run_cached(cache, stamps, max_connections, db, sql, timeout_s, max_rows, text_errors)
+            conn.send((job_id, res))
 
 
-def _run_cached(cache, max_connections, db, sql, timeout_s, max_rows, text_errors) -> ExecResult:
+def _run_cached(cache, stamps, max_connections, db, sql, timeout_s, max_rows, text_errors) -> ExecResult:
     try:
-        st = os.stat(db)
-        key = (os.path.realpath(db), st.st_mtime_ns, st.st_ino)
+        if db not in stamps:
+            st = os.stat(db)
+            stamps[db] = (os.fspath(db), st.st_mtime_ns, st.st_ino, st.st_size)
+        key = stamps[db]
     except (OSError, TypeError, ValueError):
-        from .execute import execute  # produces the proper "not found" error result
-
         return execute(db, sql, timeout_s=timeout_s, max_rows=max_rows, text_errors=text_errors)
     try:
         connection = cache.pop(key) if key in cache else connect_readonly(db)
@@ -94,6 +97,22 @@ class _Worker:
         child.close()
         self.jobs: collections.deque = collections.deque()  # job ids sent, oldest = running now
         self.head_since = 0.0
+        self.method = ctx.get_start_method()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until the worker reports it is up; a worker that cannot start is an error, not a crash
+        loop (e.g. the main module cannot be re-imported by ``spawn``/``forkserver``)."""
+        if wait([self.conn, self.proc.sentinel], timeout=timeout) and self.conn.poll():
+            try:
+                if self.conn.recv() == "ready":
+                    return
+            except (EOFError, OSError):
+                pass
+        self.kill()
+        raise RuntimeError(
+            f"an ExecutorPool worker failed to start (exit code {self.proc.exitcode}). Workers are started with "
+            f"'{self.method}', which re-imports the main module: run the program from a file whose entry point "
+            "is guarded by `if __name__ == '__main__':` (not from stdin), and check the worker's stderr.")
 
     def kill(self) -> None:
         if self.proc.is_alive():
@@ -138,12 +157,20 @@ class ExecutorPool:
         self._counts = collections.Counter()
         self._workers: list[_Worker] = []
         self._closed = False
-        for _ in range(workers):
-            self._workers.append(self._spawn())
+        self._workers = [self._spawn(wait=False) for _ in range(workers)]
+        try:
+            for w in self._workers:
+                w.wait_ready()
+        except RuntimeError:
+            self.close()
+            raise
 
-    def _spawn(self) -> _Worker:
+    def _spawn(self, wait: bool = True) -> _Worker:
         self._counts["workers_started"] += 1
-        return _Worker(self._ctx, self._args)
+        worker = _Worker(self._ctx, self._args)
+        if wait:
+            worker.wait_ready()
+        return worker
 
     # -- public API ---------------------------------------------------------------------------
     @property
@@ -283,7 +310,7 @@ class ExecutorPool:
         while left:
             chunk = max(1, min(32, len(pending) // (4 * self._n)))
             for k, w in enumerate(self._workers):
-                if pending and not w.jobs:
+                if pending and len(w.jobs) <= chunk:  # keep a second chunk queued so workers never idle
                     if not w.proc.is_alive():
                         replace(k, "crashed")
                         w = self._workers[k]
@@ -294,8 +321,9 @@ class ExecutorPool:
                         pending.extendleft(reversed(batch))
                         replace(k, "crashed")
                         continue
+                    if not w.jobs:
+                        w.head_since = time.monotonic()
                     w.jobs.extend(j for j, _, _ in batch)
-                    w.head_since = time.monotonic()
             busy = [w for w in self._workers if w.jobs]
             if not busy:
                 continue
