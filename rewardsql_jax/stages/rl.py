@@ -1,0 +1,177 @@
+"""Stage 5 — RL from the SFT policy (Reward-SQL Sec. 5.2-5.3; EXPO-SQL Sec. 3.3), resumable.
+
+``rl.algorithm``: online grpo (PRM + outcome, Sec. 5.3), grpo_outcome, grpo_deepseekmath, reinforce_pp
+(EXPO-SQL clause rewards) — see ``rl_online.py`` — or offline dpo / rs from PRM-scored candidates
+(``rl_offline.py``). The reference policy of the KL / DPO terms is the SFT policy. The PRM is read from
+``prm/model`` (written by the prm stage).
+
+Resume: the train state is checkpointed to ``rl/checkpoint`` every ``rl.checkpoint_every`` steps (default 5;
+read with getattr so the config may add the field) and after the last step; a rerun continues from it.
+``rl.stop_after`` / env ``REWARDSQL_RL_STOP_AFTER=N`` checkpoints and stops after N steps of this process
+(raising ``RLStopped``): the test hook that simulates a killed run. Artefacts: ``rl/policy`` (HF dir) and
+``rl/metrics.json`` (reward and OR-rate curves, first-vs-last OR rate, seconds, rollout tokens/s).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from rewardsql_jax.rewards.prm_scoring import PRMScorer
+from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step import make_train_step
+
+from .cold_start import read_jsonl
+from .context import RunContext
+from .policy import load_model, save_model
+from .rl_batches import rl_length
+from .rl_checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
+from .rl_online import (ONLINE_ALGORITHMS, PRM_ALGORITHMS, check_online_config, chunk_prompts, loss_setup,
+                        pick_questions, step_rewards)
+from .rl_rollouts import sample_rollouts, score_rows
+
+STOP_ENV = "REWARDSQL_RL_STOP_AFTER"
+
+
+class RLStopped(RuntimeError):
+    """Raised when ``rl.stop_after`` / ``REWARDSQL_RL_STOP_AFTER`` stops the stage early (after a checkpoint)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RLData:
+    """Training questions whose prompt fits the model with ``max_new_tokens``; their prompt ids; the batch length."""
+
+    records: list
+    prompt_ids: list
+    length: int
+    dropped_too_long: int
+
+
+def rl_data(ctx: RunContext) -> RLData:
+    cfg, tok = ctx.config, ctx.tokenizer()
+    records = read_jsonl(ctx.require("cold_start", "train.jsonl"))
+    ids = [tok(r["prompt"], add_special_tokens=False).input_ids for r in records]
+    budget = cfg.model.max_len - cfg.rl.max_new_tokens
+    keep = [i for i, p in enumerate(ids) if len(p) <= budget]
+    if not keep:
+        raise ValueError(f"no training prompt fits model.max_len={cfg.model.max_len} with rl.max_new_tokens="
+                         f"{cfg.rl.max_new_tokens}; raise model.max_len or lower rl.max_new_tokens")
+    return RLData([records[i] for i in keep], [ids[i] for i in keep],
+                  rl_length(max(len(ids[i]) for i in keep), cfg.rl.max_new_tokens), len(records) - len(keep))
+
+
+def load_prm_scorer(ctx: RunContext):
+    """PRMScorer of ``prm/model``, or a clear error when the prm stage has not run."""
+    path = ctx.run_dir / "prm" / "model"
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"rl.algorithm={ctx.config.rl.algorithm!r} needs the PRM at {path}: run the prm stage "
+                                f"first (stages=(..., 'prm_labels', 'prm', 'rl')), or use rl.algorithm=grpo_outcome "
+                                f"or reinforce_pp, which need no PRM")
+    return PRMScorer(load_model(path, ctx.config.model.dtype), ctx.tokenizer())
+
+
+def new_state(ctx: RunContext):
+    """Train state of the SFT policy with the SFT policy as frozen reference (constant lr, grad clip 1.0)."""
+    model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype)
+    opt = OptimizerConfig(learning_rate=ctx.config.rl.lr, max_grad_norm=1.0)
+    return create_train_state(model, make_optimizer(opt), seed=ctx.config.seed, with_reference=True)
+
+
+def micro_batches(ctx: RunContext) -> int:
+    return int(getattr(getattr(ctx.config, "mesh", None), "micro_batches", 1))
+
+
+def stop_after(ctx: RunContext) -> int:
+    """Steps this process may run before stopping (0 = no limit)."""
+    return int(os.environ.get(STOP_ENV, "0") or 0) or int(getattr(ctx.config.rl, "stop_after", 0) or 0)
+
+
+def checkpoint_every(ctx: RunContext) -> int:
+    return max(1, int(getattr(ctx.config.rl, "checkpoint_every", 5) or 5))
+
+
+def _scalar(metrics, name):
+    return float(metrics[name]) if name in metrics else float("nan")
+
+
+def run_rl(ctx: RunContext) -> dict:
+    rl = ctx.config.rl
+    if rl.algorithm in ("dpo", "rs"):
+        from .rl_offline import run_offline
+        return run_offline(ctx)
+    assert rl.algorithm in ONLINE_ALGORITHMS
+    check_online_config(rl)
+    return _run_online(ctx)
+
+
+def _run_online(ctx: RunContext) -> dict:
+    cfg, rl, out = ctx.config, ctx.config.rl, ctx.stage_dir("rl")
+    tok, pool, data = ctx.tokenizer(), ctx.pool(), rl_data(ctx)
+    scorer = load_prm_scorer(ctx) if rl.algorithm in PRM_ALGORITHMS else None
+    state = new_state(ctx)
+    loss_name, options = loss_setup(rl)
+    step_fn = make_train_step(state.graphdef, loss_name, options, micro_batches=micro_batches(ctx))
+    start, history = 0, []
+    restored = load_checkpoint(out / CHECKPOINT, state)
+    if restored is not None:
+        state, start, history = restored
+        ctx.log({"stage": "rl", "resumed_at_step": start})
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    clauses = rl.algorithm == "reinforce_pp"
+    host_fn = lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=clauses)  # noqa: E731
+    limit, every, ran = stop_after(ctx), checkpoint_every(ctx), 0
+    bar = tqdm(range(start, rl.steps), initial=start, total=rl.steps, desc=f"rl ({rl.algorithm})")
+    for step in bar:
+        t0 = time.perf_counter()
+        idx = pick_questions(len(data.records), rl.prompts_per_step, cfg.seed, step)
+        ro = sample_rollouts(state.model(), tok, [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx],
+                             samples=rl.samples_per_prompt, temperature=rl.temperature,
+                             max_new_tokens=rl.max_new_tokens, seed=cfg.seed * 100_003 + step, host_fn=host_fn,
+                             prompts_per_call=chunk_prompts(rl.prompts_per_step))
+        sr = step_rewards(rl.algorithm, rl.advantage_variant, ro, group_size=rl.samples_per_prompt, scorer=scorer,
+                          length=data.length, pad_id=pad)
+        state, m = step_fn(state, sr.batch)
+        rec = {"step": step, "reward": float(sr.rewards.mean()), "or_rate": float(ro.outcomes.rewards.mean()),
+               "executable_rate": float(ro.outcomes.executable.mean()), "loss": float(m["loss"]),
+               "kl": _scalar(m, "kl"), "clip_ratio": _scalar(m, "clip_ratio/region"),
+               "grad_norm": float(m["grad_norm"]), "loss_is_finite": bool(m["loss_is_finite"]),
+               "tokens": ro.tokens, "sample_seconds": ro.sample_seconds, "host_wait_seconds": ro.wait_seconds,
+               "step_seconds": time.perf_counter() - t0}
+        history.append(rec)
+        ctx.log({"stage": "rl", **rec})
+        bar.set_postfix(reward=f"{rec['reward']:.3f}", OR=f"{rec['or_rate']:.2f}", loss=f"{rec['loss']:.4f}")
+        ran += 1
+        last = step == rl.steps - 1
+        if last or (step + 1) % every == 0 or (limit and ran >= limit):
+            save_checkpoint(out / CHECKPOINT, state, step + 1, history)
+        if limit and ran >= limit and not last:
+            raise RLStopped(f"rl stopped after {ran} step(s) at step {step + 1}/{rl.steps} ({STOP_ENV} / rl.stop_after); "
+                            f"rerun to resume from {out / CHECKPOINT}")
+    jax.block_until_ready(state.params)
+    save_model(ctx, state.model(), out / "policy")
+    return ctx.finish("rl", online_metrics(rl, history, resumed_from=start, dropped=data.dropped_too_long))
+
+
+def online_metrics(rl, history: list, *, resumed_from: int, dropped: int) -> dict:
+    """Summary of the online run: curves, OR rate of the first vs last steps, time and rollout throughput."""
+    k = max(1, len(history) // 4)
+    seconds = sum(h["step_seconds"] for h in history)
+    sample_s = sum(h["sample_seconds"] for h in history)
+    return {"algorithm": rl.algorithm, "advantage_variant": rl.advantage_variant, "steps": len(history),
+            "resumed_from_step": resumed_from, "dropped_too_long": dropped,
+            "reward_curve": [(h["step"], h["reward"]) for h in history],
+            "or_rate_curve": [(h["step"], h["or_rate"]) for h in history],
+            "or_rate_first": float(np.mean([h["or_rate"] for h in history[:k]])),
+            "or_rate_last": float(np.mean([h["or_rate"] for h in history[-k:]])),
+            "reward_first": float(np.mean([h["reward"] for h in history[:k]])),
+            "reward_last": float(np.mean([h["reward"] for h in history[-k:]])),
+            "final_loss": history[-1]["loss"], "final_kl": history[-1]["kl"],
+            "nonfinite_steps": sum(not h["loss_is_finite"] for h in history),
+            "seconds": seconds, "rollout_tokens": sum(h["tokens"] for h in history),
+            "rollout_tokens_per_s": sum(h["tokens"] for h in history) / max(sample_s, 1e-9),
+            "host_wait_seconds": sum(h["host_wait_seconds"] for h in history)}

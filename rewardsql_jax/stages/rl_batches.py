@@ -1,0 +1,89 @@
+"""Fixed-shape train batches of the RL stage (host side, numpy): RLBatch for GRPO / REINFORCE++, PreferenceBatch
+for DPO, SFTBatch for rejection sampling.
+
+Every row is ``prompt + completion`` right-padded to one ``length`` (``rl_length``), so the jitted step
+compiles once per run. Per-token fields follow ``training.batch``'s token-aligned convention: position
+``len(prompt) + k`` holds completion token k, its sampling log-prob and its advantage / reward.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from rewardsql_jax.training.batch import PreferenceBatch, RLBatch, SFTBatch
+
+from .encoding import bucket_length
+
+
+def rl_length(max_prompt_tokens: int, max_new_tokens: int) -> int:
+    """The one padded length of every RL row: longest prompt + completion budget, bucketed."""
+    return bucket_length(max_prompt_tokens + max_new_tokens)
+
+
+def _check_rows(prompts, completions, length):
+    if len(prompts) != len(completions):
+        raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions; give one prompt per row")
+    for i, (p, c) in enumerate(zip(prompts, completions)):
+        if len(p) + len(c) > length:
+            raise ValueError(f"row {i}: prompt ({len(p)}) + completion ({len(c)}) tokens exceed the batch length {length}")
+
+
+def _place(rows_prompt, rows_values, length, fill, dtype):
+    out = np.full((len(rows_prompt), length), fill, dtype)
+    for i, (p, v) in enumerate(zip(rows_prompt, rows_values)):
+        out[i, len(p):len(p) + len(v)] = v
+    return out
+
+
+def sequence_arrays(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], length: int, pad_id: int):
+    """(input_ids, attention_mask, completion_mask) [B, length] of prompt + completion rows."""
+    _check_rows(prompts, completions, length)
+    ids = np.full((len(prompts), length), pad_id, np.int32)
+    attn = np.zeros((len(prompts), length), np.int32)
+    for i, (p, c) in enumerate(zip(prompts, completions)):
+        ids[i, :len(p) + len(c)] = list(p) + list(c)
+        attn[i, :len(p) + len(c)] = 1
+    done = _place(prompts, [np.ones(len(c)) for c in completions], length, 0, np.int32)
+    return ids, attn, done
+
+
+def rl_batch(prompts, completions, logprobs, *, length: int, pad_id: int, advantages=None,
+             token_values=None, field: str = "advantages") -> RLBatch:
+    """RLBatch of sampled rows. ``advantages`` [B] (per sequence: outcome GRPO) or ``token_values`` (one [T_i]
+    array per row, aligned with its completion tokens) go to ``field``: "advantages" (grpo loss) or
+    "token_rewards" (reinforce_pp loss). ``logprobs`` are the sampler's, which become ``old_logprobs``."""
+    if (advantages is None) == (token_values is None):
+        raise ValueError("give exactly one of advantages ([B], per sequence) or token_values (per token)")
+    if field not in ("advantages", "token_rewards"):
+        raise ValueError(f"field={field!r}: use 'advantages' or 'token_rewards'")
+    ids, attn, comp = sequence_arrays(prompts, completions, length, pad_id)
+    old = _place(prompts, logprobs, length, 0.0, np.float32)
+    if token_values is not None:
+        bad = [i for i, (v, c) in enumerate(zip(token_values, completions)) if len(v) != len(c)]
+        if bad:
+            raise ValueError(f"rows {bad[:5]}: token_values must have one value per completion token")
+        values = _place(prompts, token_values, length, 0.0, np.float32)
+    else:
+        values = np.asarray(advantages, np.float32)
+        if values.shape != (len(prompts),):
+            raise ValueError(f"advantages must be [{len(prompts)}] (one per row), got shape {values.shape}")
+        if field == "token_rewards":
+            raise ValueError("token_rewards are per token: pass token_values")
+    return RLBatch(input_ids=ids, attention_mask=attn, completion_mask=comp, old_logprobs=old,
+                   **{field: values}).validate()
+
+
+def preference_batch(prompts, chosen, rejected, *, length: int, pad_id: int) -> PreferenceBatch:
+    """PreferenceBatch of (prompt, chosen completion, rejected completion) rows; loss masks cover completions."""
+    c_ids, c_attn, c_mask = sequence_arrays(prompts, chosen, length, pad_id)
+    r_ids, r_attn, r_mask = sequence_arrays(prompts, rejected, length, pad_id)
+    return PreferenceBatch(chosen_input_ids=c_ids, chosen_attention_mask=c_attn, chosen_loss_mask=c_mask,
+                           rejected_input_ids=r_ids, rejected_attention_mask=r_attn,
+                           rejected_loss_mask=r_mask).validate()
+
+
+def sft_batch(prompts, completions, *, length: int, pad_id: int) -> SFTBatch:
+    """SFTBatch on completions (rejection sampling: maximum likelihood of the kept candidates)."""
+    ids, attn, mask = sequence_arrays(prompts, completions, length, pad_id)
+    return SFTBatch(input_ids=ids, attention_mask=attn, loss_mask=mask).validate()
