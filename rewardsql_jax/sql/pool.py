@@ -23,6 +23,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 from multiprocessing.connection import wait
 
@@ -157,6 +158,7 @@ class ExecutorPool:
         self._counts = collections.Counter()
         self._workers: list[_Worker] = []
         self._closed = False
+        self._lock = threading.Lock()  # one map() at a time
         self._workers = [self._spawn(wait=False) for _ in range(workers)]
         try:
             for w in self._workers:
@@ -219,7 +221,16 @@ class ExecutorPool:
             else:
                 todo.setdefault(key if key is not None else ("uncacheable", i), []).append(i)
         specs = [(jid, jobs[idx[0]][0], jobs[idx[0]][1]) for jid, idx in enumerate(todo.values())]
-        outcome = self._run(specs, timeout_s, max_rows, text_errors, bar, [len(v) for v in todo.values()])
+        with self._lock:
+            try:
+                outcome = self._run(specs, timeout_s, max_rows, text_errors, bar, [len(v) for v in todo.values()])
+            except BaseException:  # e.g. KeyboardInterrupt: busy workers would answer stale job ids later
+                for k, w in enumerate(self._workers):
+                    if w.jobs:
+                        w.kill()
+                        self._workers[k] = self._spawn()
+                bar.close()
+                raise
         for (key, idx), res in zip(todo.items(), outcome):
             if key[0] != "uncacheable":
                 self._remember(key, res)
@@ -326,6 +337,9 @@ class ExecutorPool:
                     w.jobs.extend(j for j, _, _ in batch)
             busy = [w for w in self._workers if w.jobs]
             if not busy:
+                if not pending:  # cannot happen; never spin forever on a bookkeeping bug
+                    for jid in range(len(out)):
+                        finish(jid, out[jid] or ExecResult(ok=False, error="internal error: job lost by the pool"))
                 continue
             now = time.monotonic()
             next_deadline = min(w.head_since for w in busy) + timeout_s + self._grace

@@ -170,3 +170,20 @@ def test_bad_construction_and_closed_pool():
     p.close()
     with pytest.raises(RuntimeError, match="closed"):
         p.map([])
+
+
+def test_interrupted_map_leaves_no_stale_results(tiny_db, monkeypatch):
+    import rewardsql_jax.sql.pool as pool_module
+
+    with ExecutorPool(workers=1, cache_size=0) as p:
+        real_wait = pool_module.wait
+
+        def interrupted(*args, **kwargs):
+            monkeypatch.setattr(pool_module, "wait", real_wait)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(pool_module, "wait", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            p.map([(tiny_db, f"SELECT {i}") for i in range(50)])
+        # The busy worker was replaced, so its late answers cannot be taken for this call's jobs.
+        assert [r.rows for r in p.map([(tiny_db, "SELECT 'new'")] * 3)] == [(("new",),)] * 3
