@@ -1,0 +1,236 @@
+"""Stage 3 — PRM step labels by OmegaPRM-style Monte-Carlo search (Reward-SQL Sec. 4.2, appendix A.2).
+
+For ``prm_labels.num_questions`` training questions (a seeded choice) the SFT policy samples
+``rollouts_per_question`` Chain-of-CTEs at ``temperature``; each response is cut into steps, the blocks the
+PRM tags (``format_prm_input``: one step per "\\n\\n"-separated block); a response that parses as a
+CoCTE is first laid out canonically from ``split_cocte`` (one block per CTE, then the final query), so a
+policy that forgets the blank lines still gets one step per CTE. ``search.omega_prm`` then labels the
+steps: ``k = completions_per_step`` completions of ``prompt + prefix`` estimate MC(prefix), a binary search
+finds each selected rollout's first wrong step, Q/U selection with ``c_puct / alpha / beta / length_scale``
+(L in tokens) picks what to search next, ``search_budget`` iterations per question. All questions search
+in lock-step, so every round is one batched ``generate_sql`` call and one ``ExecutorPool.map``.
+A completion is correct when it executes to the gold result (BIRD rule, ``results_match``).
+
+Rollouts that do not parse as SQL are kept and searched like the others (``unparseable="search"``): their
+blocks are still steps, and MC from each prefix is well defined; ``"negative"`` labels every step 0
+without search, ``"drop"`` discards them. Rule filtering drops empty responses and exact duplicates
+before the search; after it, per question, labelled responses with the same syntax tree (identifiers and
+literals included: formatting-only differences) are merged, and ``dedup_keep < 1`` additionally keeps only
+that share of the parseable ones, the most structurally diverse (``sql.dedup``, Sec. 4.1's filter).
+
+Writes ``prm_labels/labels.jsonl``: {question_id, db_path, prompt, response, step_labels, first_wrong,
+source, parseable}; ``response`` joins the steps with "\\n\\n" so ``format_prm_input`` puts one tag per label.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from rewardsql_jax.search.omega_prm import (LabelledRollout, OmegaPRMConfig, Rollout, omega_prm_search,
+                                            run_searches, step_labels)
+from rewardsql_jax.sql import dedup, distance_matrix, results_match, split_cocte
+
+from .cold_start import read_jsonl, write_jsonl
+from .context import RunContext
+from .generation import generate_sql
+from .policy import load_model
+
+STEP_SEPARATOR = "\n\n"
+UNPARSEABLE = ("search", "negative", "drop")
+PROMPTS_PER_CALL = 8  # prompts per sampler call; the last call is padded so every call has one shape
+
+
+def raw_steps(text: str) -> tuple:
+    """The non-empty, stripped "\\n\\n"-separated blocks of ``text`` (the PRM's steps)."""
+    return tuple(b.strip() for b in text.split(STEP_SEPARATOR) if b.strip())
+
+
+def response_steps(text: str) -> tuple[tuple, bool]:
+    """(steps, parseable) of a sampled response; a parseable CoCTE gets one block per CTE + the final query."""
+    text = text.strip()
+    if not text:
+        return (), False
+    try:
+        cocte = split_cocte(text)
+    except ValueError:
+        return raw_steps(text), False
+    if not cocte.steps:
+        return raw_steps(text), True
+    head = text[:cocte.steps[0].start]          # "WITH " / "WITH RECURSIVE " (and leading comments)
+    blocks = [text[s.start:s.end] + ("," if i + 1 < len(cocte.steps) else "") for i, s in enumerate(cocte.steps)]
+    blocks = [head + blocks[0]] + blocks[1:] + [cocte.final]
+    if any(STEP_SEPARATOR in b for b in blocks) or not all(b.strip() for b in blocks):
+        return raw_steps(text), True            # a blank line inside a step: keep the policy's own layout
+    return tuple(b.strip() for b in blocks), True
+
+
+def steps_text(steps) -> str:
+    return STEP_SEPARATOR.join(steps)
+
+
+def merge_near_duplicates(texts, parseable, *, keep: float = 1.0) -> list[int]:
+    """Indices kept by the per-question similarity filter: among parseable texts, later ones with the same
+    syntax tree (values included: distance 0) as a kept one are dropped; with ``keep < 1`` only that share
+    of the parseable survivors, the most diverse, stays (``sql.dedup``). Unparseable texts are all kept."""
+    idx = [i for i, p in enumerate(parseable) if p]
+    kept = set(i for i, p in enumerate(parseable) if not p)
+    if idx:
+        dist = distance_matrix([texts[i] for i in idx], values=True)
+        survivors = [a for n, a in enumerate(idx) if all(dist[n, m] > 0.0 for m in range(n))]
+        if keep < 1.0 and len(survivors) > 1:
+            chosen = set(dedup([texts[i] for i in survivors], keep, values=True))
+            survivors = [i for i in survivors if texts[i] in chosen]
+        kept.update(survivors)
+    return sorted(kept)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuestionRollouts:
+    """One question's filtered rollouts: steps, parseability, and the counts of what filtering removed."""
+
+    rollouts: tuple
+    parseable: dict
+    empty: int
+    duplicates: int
+    unparseable: int
+
+
+def filter_rollouts(texts, unparseable: str) -> QuestionRollouts:
+    """Rule filtering before the search: drop empty responses and exact duplicates (after step layout)."""
+    if unparseable not in UNPARSEABLE:
+        raise ValueError(f"prm_labels.unparseable={unparseable!r}; choose one of {list(UNPARSEABLE)}")
+    out, parse, empty, dups, bad = [], {}, 0, 0, 0
+    for text in texts:
+        steps, ok = response_steps(text)
+        if not steps:
+            empty += 1
+            continue
+        if steps in parse:
+            dups += 1
+            continue
+        bad += not ok
+        if not ok and unparseable == "drop":
+            continue
+        parse[steps] = ok
+        out.append(steps)
+    return QuestionRollouts(tuple(out), parse, empty, dups, bad)
+
+
+class _Executor:
+    """Judges step tuples of many questions in one pool call per round (BIRD EX against the gold)."""
+
+    def __init__(self, pool, records):
+        self.pool, self.calls = pool, 0
+        gold = pool.map([(r["db_path"], r["gold_sql"]) for r in records])
+        self.gold = {r["question_id"]: g for r, g in zip(records, gold)}
+
+    def judge(self, items):
+        """items: [(record, steps)] -> [bool]."""
+        self.calls += len(items)
+        results = self.pool.map([(r["db_path"], steps_text(s)) for r, s in items])
+        return [results_match(res, self.gold[r["question_id"]], "bird") for (r, _), res in zip(items, results)]
+
+
+def _padded_generate(model, tok, prompts, *, k, cfg, seed):
+    n = len(prompts)
+    pad = (-n) % PROMPTS_PER_CALL if n > PROMPTS_PER_CALL else PROMPTS_PER_CALL - n
+    out = generate_sql(model, tok, prompts + [prompts[-1]] * pad, num_samples=k, temperature=cfg.temperature,
+                       max_new_tokens=cfg.max_new_tokens, seed=seed, prompts_per_call=PROMPTS_PER_CALL,
+                       progress=False)
+    return out.texts[:n]
+
+
+def _answer_batch(model, tok, cfg, executor, owners, counter, bar):
+    """``run_searches`` callback: complete every requested prefix (one sampler batch), judge all completions."""
+    def answer(reqs):
+        counter["rounds"] += 1
+        prompts = [owners[id(r)]["prompt"] + steps_text(r.prefix) + STEP_SEPARATOR for r in reqs]
+        texts = _padded_generate(model, tok, prompts, k=reqs[0].k, cfg=cfg, seed=counter["seed"] + counter["rounds"])
+        fulls = [[r.prefix + raw_steps(t) for t in ts] for r, ts in zip(reqs, texts)]
+        verdicts = iter(executor.judge([(owners[id(r)], f) for r, fs in zip(reqs, fulls) for f in fs]))
+        bar.update(1)
+        bar.set_postfix(requests=len(reqs))
+        return [[Rollout(f, next(verdicts)) for f in fs] for fs in fulls]
+    return answer
+
+
+def _tagged(search, record, owners):
+    """Forward a search, remembering which question each request belongs to."""
+    answer = None
+    try:
+        while True:
+            req = search.send(answer)
+            owners[id(req)] = record
+            answer = yield req
+    except StopIteration as stop:
+        return stop.value
+
+
+def _parses(text: str) -> bool:
+    try:
+        split_cocte(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _records(record, labelled, parseable, keep):
+    texts = [steps_text(l.steps) for l in labelled]
+    flags = [parseable[l.steps] if l.steps in parseable else _parses(t) for l, t in zip(labelled, texts)]
+    return [{"question_id": record["question_id"], "db_path": record["db_path"], "prompt": record["prompt"],
+             "response": texts[i], "step_labels": list(labelled[i].labels), "first_wrong": labelled[i].first_wrong,
+             "source": labelled[i].source, "parseable": flags[i]}
+            for i in merge_near_duplicates(texts, flags, keep=keep)]
+
+
+def run_prm_labels(ctx: RunContext) -> dict:
+    cfg, out, t0 = ctx.config.prm_labels, ctx.stage_dir("prm_labels"), time.perf_counter()
+    unparseable = getattr(cfg, "unparseable", "search")
+    keep = float(getattr(cfg, "dedup_keep", 1.0))
+    tok = ctx.tokenizer()
+    train = read_jsonl(ctx.require("cold_start", "train.jsonl"))
+    model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype)
+    rng = np.random.default_rng(ctx.config.seed)
+    chosen = [train[i] for i in rng.choice(len(train), size=min(cfg.num_questions, len(train)), replace=False)]
+    sampled = _padded_generate(model, tok, [r["prompt"] for r in chosen], k=cfg.rollouts_per_question, cfg=cfg,
+                               seed=ctx.config.seed + 7)
+    executor = _Executor(ctx.pool(), chosen)
+    filtered = [filter_rollouts(texts, unparseable) for texts in sampled]
+    search_cfg = OmegaPRMConfig(completions_per_step=cfg.completions_per_step, c_puct=cfg.c_puct, alpha=cfg.alpha,
+                                beta=cfg.beta, length_scale=cfg.length_scale, search_budget=cfg.search_budget)
+
+    def n_tokens(steps):
+        return len(tok(steps_text(steps), add_special_tokens=False).input_ids)
+
+    searched = [[s for s in f.rollouts if unparseable == "search" or f.parseable[s]] for f in filtered]
+    verdicts = iter(executor.judge([(r, s) for r, ss in zip(chosen, searched) for s in ss]))
+    owners, counter = {}, {"rounds": 0, "seed": ctx.config.seed + 1000}
+    searches = [_tagged(omega_prm_search([Rollout(s, next(verdicts)) for s in ss], search_cfg, length_fn=n_tokens),
+                        r, owners) for r, ss in zip(chosen, searched)]
+    with tqdm(desc="prm labels: MC rounds", unit="round") as bar:
+        results = run_searches(searches, _answer_batch(model, tok, cfg, executor, owners, counter, bar))
+    records, sources, candidates = [], {}, 0
+    for r, f, res in zip(chosen, filtered, results):
+        negatives = [LabelledRollout(s, step_labels(len(s), 0), 0, "unparseable")
+                     for s in f.rollouts if unparseable == "negative" and not f.parseable[s]]
+        candidates += len(res.labelled) + len(negatives)
+        recs = _records(r, list(res.labelled) + negatives, f.parseable, keep)
+        records.extend(recs)
+        for rec in recs:
+            sources[rec["source"]] = sources.get(rec["source"], 0) + 1
+    write_jsonl(out / "labels.jsonl", records)
+    labels = [y for rec in records for y in rec["step_labels"]]
+    return ctx.finish("prm_labels", {
+        "questions": len(chosen), "rollouts_sampled": sum(len(t) for t in sampled),
+        "rollouts_empty": sum(f.empty for f in filtered), "rollouts_duplicate": sum(f.duplicates for f in filtered),
+        "rollouts_unparseable": sum(f.unparseable for f in filtered), "unparseable_policy": unparseable,
+        "labelled_rollouts": len(records), "dropped_near_duplicates": candidates - len(records),
+        "sources": sources, "steps": len(labels), "positive_steps": int(sum(labels)),
+        "negative_steps": len(labels) - int(sum(labels)),
+        "mc_evaluations": sum(res.mc_evaluations for res in results),
+        "completions": sum(res.completions for res in results), "search_iterations": sum(r.iterations for r in results),
+        "generation_rounds": counter["rounds"], "db_calls": executor.calls + len(chosen),
+        "seconds": time.perf_counter() - t0})
