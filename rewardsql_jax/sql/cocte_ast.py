@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+import sqlglot
 from sqlglot import exp
 
 
@@ -24,8 +25,15 @@ class Namer:
         return name
 
 
+_KEYWORDS = {w for k in sqlglot.Dialect.get_or_raise("sqlite").tokenizer_class.KEYWORDS for w in k.split()
+             if w.isalpha()}
+
+
 def ident(name: str) -> exp.Identifier:
-    return exp.to_identifier(name)
+    """Identifier for a generated or copied name, quoted when it is not a plain word or is a keyword
+    (``order``, ``group``, ...)."""
+    plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None and name.upper() not in _KEYWORDS
+    return exp.Identifier(this=name, quoted=not plain)
 
 
 def column(name: str, table: str | None = None) -> exp.Column:

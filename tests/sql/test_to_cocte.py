@@ -120,6 +120,19 @@ def test_step_names_never_shadow_tables(tmp_path):
     assert same_result(str(db), sql, out)
 
 
+def test_keyword_and_spaced_names_stay_quoted(tmp_path):
+    db = tmp_path / "k.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute('CREATE TABLE "order" (account_id INTEGER, "k symbol" TEXT, amount REAL)')
+        conn.executemany('INSERT INTO "order" VALUES (?, ?, ?)', [(1, "a", 2.0), (1, "a", 3.0), (2, "b", 1.0)])
+    sql = ('SELECT T2.`k symbol`, T2.total FROM (SELECT account_id, `k symbol`, SUM(amount) AS total '
+           'FROM `order` GROUP BY account_id, `k symbol`) AS T2 WHERE T2.total > 1 ORDER BY T2.total DESC')
+    conv = convert_to_cocte(sql)
+    assert not conv.fallback and '"order"' in conv.sql
+    assert same_result(str(db), sql, conv.sql)
+    assert execute(db, conv.sql).columns == ("k symbol", "total")
+
+
 @pytest.mark.parametrize("bad", ["", "SELEC name FRM t", "SELECT 1; SELECT 2"])
 def test_bad_sql_raises(bad):
     with pytest.raises(ValueError):
