@@ -37,6 +37,7 @@ def ident(name: str) -> exp.Identifier:
 
 
 def column(name: str, table: str | None = None) -> exp.Column:
+    """Column reference ``table.name`` (or bare ``name``) with identifiers quoted when needed."""
     return exp.Column(this=ident(name), table=ident(table) if table else None)
 
 
@@ -51,16 +52,19 @@ def qualify(e: exp.Expression, table: str) -> exp.Expression:
 
 
 def aliased(e: exp.Expression, alias: str) -> exp.Expression:
+    """``e AS alias``, or ``e`` itself when it already is the bare column ``alias``."""
     if isinstance(e, exp.Column) and e.name == alias and not e.table:
         return e
     return exp.alias_(e, ident(alias))
 
 
 def star_from(name: str) -> exp.Select:
+    """``SELECT * FROM name``: how a lifted sub-query reads its step."""
     return exp.select("*").from_(exp.Table(this=ident(name)))
 
 
 def is_aggregate(e: exp.Expression) -> bool:
+    """True when ``e`` contains an aggregate function outside any nested query."""
     return any(isinstance(n, exp.AggFunc) and not inside_query(n, e) for n in e.walk())
 
 
@@ -82,17 +86,22 @@ def outer_nodes(e: exp.Expression, kind) -> list:
 
 
 def is_correlated(q: exp.Query) -> bool:
+    """True when ``q`` qualifies a column with a table it does not define itself (an outer reference).
+
+    Unqualified outer references cannot be told apart without the schema and count as uncorrelated."""
     defined = {t.alias_or_name.lower() for t in q.find_all(exp.Table)}
     defined |= {s.alias.lower() for s in q.find_all(exp.Subquery) if s.alias}
     return any(c.table and c.table.lower() not in defined for c in q.find_all(exp.Column))
 
 
 def main_table(q: exp.Expression) -> str:
+    """Name of the first table in ``q`` (used to name its steps)."""
     t = q.find(exp.Table)
     return t.name if t is not None else "step"
 
 
 def is_star_from_step(q: exp.Expression, steps: set[str]) -> bool:
+    """True for ``SELECT * FROM <step>`` (possibly parenthesised): an already lifted sub-query."""
     q = q.this if isinstance(q, exp.Subquery) else q
     return (isinstance(q, exp.Select) and len(q.expressions) == 1 and isinstance(q.expressions[0], exp.Star)
             and q.args.get("from_") is not None and q.args["from_"].this.name in steps
@@ -100,10 +109,12 @@ def is_star_from_step(q: exp.Expression, steps: set[str]) -> bool:
 
 
 def col_key(c: exp.Column) -> tuple[str, str]:
+    """Case-insensitive identity (qualifier, name) of a column reference."""
     return (c.table.lower(), c.name.lower())
 
 
 def fresh_alias(name: str, taken: set[str], table: str = "") -> str:
+    """A SQL-safe alias derived from ``name`` that is not in ``taken`` (case-insensitive); records it."""
     cand = re.sub(r"[^0-9a-zA-Z_]+", "_", name).strip("_") or "col"
     if cand[0].isdigit():
         cand = f"c_{cand}"

@@ -55,6 +55,7 @@ class _Converter:
         self.steps: list[tuple[str, exp.Query]] = []
 
     def add(self, base: str, query: exp.Query) -> str:
+        """Append a step named after ``base`` (made unique); returns its name."""
         name = self.namer(base)
         self.steps.append((name, query))
         return name
@@ -79,6 +80,7 @@ class _Converter:
         return self.add(f"{main_table(q)}_{suffix}", final)
 
     def set_operation(self, q: exp.SetOperation) -> exp.Query:
+        """UNION / INTERSECT / EXCEPT: each side becomes its own step(s); the final combines them."""
         q = self.promote_ctes(q.copy())
         out = q.copy()
         for key in ("this", "expression"):
@@ -106,6 +108,7 @@ class _Converter:
         return q
 
     def lift_subqueries(self, sel: exp.Select) -> None:
+        """Derived tables and uncorrelated WHERE / HAVING sub-queries of ``sel`` -> their own steps (in place)."""
         holders = [sel.args["from_"], *(sel.args.get("joins") or [])]
         for holder in holders:
             sub = holder.this
@@ -129,6 +132,7 @@ class _Converter:
                 target.replace(star_from(self.materialize(target, "subquery")))
 
     def select(self, sel: exp.Select) -> exp.Query:
+        """Convert one SELECT: lifted sub-queries, filtered step, grouped step, final query."""
         sel = self.promote_ctes(sel.copy())
         if sel.args.get("from_") is None:
             return sel  # constants / scalar sub-queries only: nothing to split (a set-operation side becomes a step)
@@ -171,7 +175,9 @@ class _Converter:
         base = main_table(sel.args["from_"])
         source = exp.Select(**{k: sel.args.get(k) for k in ("from_", "joins", "where")})
         cols = [c for e in later for c in outer_nodes(e, exp.Column) if not isinstance(c.this, exp.Star)]
-        if grouped and not sel.args.get("where") and not sel.args.get("joins") \
+        # a bare double-quoted "name" may be a string literal in SQLite: only a projected alias keeps it valid
+        quoted_bare = any(not c.table and c.this.quoted for c in cols)
+        if grouped and not sel.args.get("where") and not sel.args.get("joins") and not quoted_bare \
                 and isinstance(sel.args["from_"].this, exp.Table):
             table = sel.args["from_"].this
             return table, table.alias_or_name, lambda e: e.copy()

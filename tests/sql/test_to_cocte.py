@@ -120,6 +120,12 @@ def test_step_names_never_shadow_tables(tmp_path):
     assert same_result(str(db), sql, out)
 
 
+def test_double_quoted_string_literals_keep_working(tiny_db):
+    # SQLite reads an unresolvable "double-quoted" identifier as a string literal (common in Spider gold SQL)
+    sql = 'SELECT city, count(*) FROM person GROUP BY city HAVING city != "Rome" ORDER BY city'
+    assert same_result(tiny_db, sql, to_cocte(sql))
+
+
 def test_keyword_and_spaced_names_stay_quoted(tmp_path):
     db = tmp_path / "k.sqlite"
     with sqlite3.connect(db) as conn:
