@@ -1,0 +1,87 @@
+"""Helpers shared by the Pallas attention kernels: backend names, compiler parameters, padding, masks.
+
+Kernels are written once in the "whole-K/V-in-the-ref, loop over KV blocks" style of the Pallas GPU
+flash-attention example: each program owns one query block and walks the key/value blocks with a
+``fori_loop`` whose bound skips blocks that causality or the sequence length rules out. That style
+lowers to Triton (GPU), runs in interpret mode (CPU tests) and to Mosaic (TPU) for sequences whose
+K/V for one head fit VMEM.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+# Finite stand-in for -inf: keeps ``exp(s - m)`` NaN-free when a whole block is masked. Masked
+# probabilities are zeroed explicitly, so the value never leaks into results.
+MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
+
+BACKENDS = ("tpu", "gpu", "interpret")
+
+
+def resolve_backend(backend: str | None, interpret: bool) -> str:
+    """``"interpret"`` when asked, else the named or default platform mapped to ``tpu``/``gpu``."""
+    if interpret:
+        return "interpret"
+    backend = backend or jax.default_backend()
+    backend = {"cuda": "gpu", "rocm": "gpu"}.get(backend, backend)
+    if backend not in BACKENDS:
+        raise ValueError(f"no Pallas lowering for backend {backend!r}; use interpret=True or the reference")
+    return backend
+
+
+def compiler_params(backend: str, num_grid_dims: int):
+    """Per-backend ``compiler_params`` (``None`` in interpret mode)."""
+    if backend == "gpu":
+        from jax.experimental.pallas import triton as plgpu
+
+        return plgpu.CompilerParams(num_warps=4, num_stages=2)
+    if backend == "tpu":
+        from jax.experimental.pallas import tpu as pltpu
+
+        return pltpu.CompilerParams(dimension_semantics=("parallel",) * num_grid_dims)
+    return None
+
+
+def call_kwargs(backend: str, num_grid_dims: int) -> dict:
+    """Keyword arguments of ``pl.pallas_call`` that depend only on the backend."""
+    return dict(interpret=backend == "interpret", compiler_params=compiler_params(backend, num_grid_dims))
+
+
+def scalar_spec(backend: str, index_map):
+    """BlockSpec of one int32 per grid row (e.g. a sequence length) read as ``ref[0]``.
+
+    On TPU scalars must live in SMEM, so the whole array goes there and the kernel indexes it with
+    the program id; elsewhere a one-element block is enough. ``read_scalar`` hides the difference.
+    """
+    if backend == "tpu":
+        from jax.experimental.pallas import tpu as pltpu
+
+        return pl.BlockSpec(memory_space=pltpu.SMEM)
+    return pl.BlockSpec((1,), index_map)
+
+
+def read_scalar(ref, backend: str, row):
+    """Read the scalar that ``scalar_spec`` placed for grid row ``row``."""
+    return ref[row] if backend == "tpu" else ref[0]
+
+
+def pad_axis(x, axis: int, multiple: int, value=0):
+    """Pad ``x`` at the end of ``axis`` up to a multiple of ``multiple`` (no copy when aligned)."""
+    size = x.shape[axis]
+    extra = -size % multiple
+    if extra == 0:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, extra)
+    return jnp.pad(x, widths, constant_values=value)
+
+
+def key_mask_of(batch: int, kv_len: int, kv_lengths=None, key_mask=None):
+    """Boolean ``[B, S]`` key mask from per-sequence lengths and/or an explicit mask (both ANDed)."""
+    mask = jnp.ones((batch, kv_len), dtype=bool)
+    if kv_lengths is not None:
+        mask = mask & (jnp.arange(kv_len)[None, :] < jnp.asarray(kv_lengths, jnp.int32)[:, None])
+    if key_mask is not None:
+        mask = mask & jnp.asarray(key_mask).astype(bool)
+    return mask

@@ -1,0 +1,70 @@
+"""Pure-jnp attention references: the ground truth the Pallas kernels are tested against and the
+CPU fallback chosen by ``kernels.dispatch``.
+
+Conventions shared with the kernels:
+
+* q ``[B, T, H, D]``, k/v ``[B, S, Hkv, D]`` with grouped KV heads (GQA): query head ``h`` reads KV
+  head ``h // (H // Hkv)`` (the grouping of ``models.transformer.attention``).
+* Padding is given by per-sequence ``kv_lengths [B]`` (keys ``s < length`` valid) and/or a boolean
+  ``key_mask [B, S]`` (both are ANDed); ``causal`` lets query ``i`` see keys ``j <= i`` (top-left
+  alignment, i.e. the self-attention of one sequence, T == S).
+* Scores and softmax in fp32; the output has q's dtype. A query row with no visible key returns
+  zeros (``models.transformer.attention`` returns an average of V there instead; both are padding
+  rows nobody reads, and zeros keep the gradient through them exactly zero).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ._pallas_common import MASK_VALUE, key_mask_of
+
+
+def _attend(q, k, v, visible, scale):
+    """Softmax attention of ``q [B,T,H,D]`` over ``k, v [B,S,Hkv,D]`` under ``visible [B,T,S]``."""
+    b, t, h, d = q.shape
+    hkv = k.shape[2]
+    if h % hkv:
+        raise ValueError(f"num heads {h} is not a multiple of num kv heads {hkv}")
+    scale = d**-0.5 if scale is None else scale
+    qg = q.reshape(b, t, hkv, h // hkv, d)
+    s = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * jnp.float32(scale)
+    vis = visible[:, None, None, :, :]
+    s = jnp.where(vis, s, MASK_VALUE)
+    p = jax.nn.softmax(s, axis=-1)
+    p = jnp.where(jnp.any(vis, axis=-1, keepdims=True), p, 0.0)
+    out = jnp.einsum("bkgts,bskd->btkgd", p, v.astype(jnp.float32))
+    return out.reshape(b, t, h, d).astype(q.dtype)
+
+
+def mha_reference(q, k, v, *, causal: bool = True, kv_lengths=None, key_mask=None, scale=None):
+    """Multi-head / grouped-query attention ``softmax(q k^T * scale) v`` (Vaswani et al. 2017).
+
+    q ``[B, T, H, D]``, k/v ``[B, S, Hkv, D]``; ``kv_lengths [B]`` and/or ``key_mask [B, S]`` mark
+    valid keys; ``causal`` masks keys after the query (requires T == S); ``scale`` defaults to
+    ``D**-0.5``. Returns ``[B, T, H, D]``.
+    """
+    b, t = q.shape[:2]
+    s = k.shape[1]
+    visible = key_mask_of(b, s, kv_lengths, key_mask)[:, None, :]
+    if causal:
+        if t != s:
+            raise ValueError(f"causal attention needs as many queries as keys, got T={t}, S={s}")
+        visible = visible & jnp.tril(jnp.ones((t, s), dtype=bool))[None]
+    else:
+        visible = jnp.broadcast_to(visible, (b, t, s))
+    return _attend(q, k, v, visible, scale)
+
+
+def decode_attention_reference(q, k_cache, v_cache, *, lengths=None, key_mask=None, scale=None):
+    """One query token per sequence against a KV cache (the decode step of a sampler).
+
+    q ``[B, H, D]`` or ``[B, 1, H, D]``; caches ``[B, S_max, Hkv, D]``; ``lengths [B]`` (slots
+    ``< length`` valid) and/or ``key_mask [B, S_max]``. Returns q's shape.
+    """
+    squeeze = q.ndim == 3
+    q4 = q[:, None] if squeeze else q
+    if q4.shape[1] != 1:
+        raise ValueError(f"decode attention takes one query token per sequence, got {q4.shape[1]}")
+    out = mha_reference(q4, k_cache, v_cache, causal=False, kv_lengths=lengths, key_mask=key_mask, scale=scale)
+    return out[:, 0] if squeeze else out
