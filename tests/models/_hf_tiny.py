@@ -1,8 +1,10 @@
 """Tiny randomly initialised transformers Qwen2/Llama models saved to a directory (parity and I/O tests)."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 import transformers
+from flax import nnx
 
 BASE = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 
@@ -41,3 +43,14 @@ def hf_logits(model, ids, mask=None):
     with torch.no_grad():
         out = model(input_ids=torch.as_tensor(ids), attention_mask=None if mask is None else torch.as_tensor(mask).long())
     return out.logits.float().numpy()
+
+
+@nnx.jit
+def _forward(model, ids, mask):
+    return model(ids, mask)
+
+
+def jax_logits(model, ids, mask=None):
+    """Our model's logits as numpy, through one jitted forward per shape (much cheaper than eager on CPU)."""
+    ids = np.asarray(ids, np.int32)
+    return np.asarray(_forward(model, ids, np.ones(ids.shape, bool) if mask is None else np.asarray(mask, bool)))

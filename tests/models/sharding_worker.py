@@ -44,7 +44,8 @@ def main():
     mask = np.ones_like(ids, dtype=bool)
     mask[1, :3] = False  # left padded
     mask[2, -4:] = False  # right padded
-    ref = np.asarray(ref_model(ids, mask))
+    jit_forward = nnx.jit(lambda m, i, k: m(i, k))
+    ref = np.asarray(jit_forward(ref_model, ids, mask))
 
     report = {"n_devices": jax.device_count(), "meshes": {}}
     for name, axes in MESHES.items():
@@ -78,7 +79,7 @@ def main():
             "norm_spec": _spec(layer.input_layernorm.weight[...]),
             "jit_roundtrip_q_spec": _spec(state2["layers"][0]["self_attn"]["q_proj"]["kernel"][...]),
             "shard_model_q_spec": _spec(moved.layers[0].self_attn.q_proj.kernel[...]),
-            "shard_model_max_abs_diff": float(np.abs(np.asarray(moved(ids, mask)) - ref).max()),
+            "shard_model_max_abs_diff": float(np.abs(np.asarray(jit_forward(moved, ids, mask)) - ref).max()),
             "out_spec": _spec(out),
         }
     json.dump(report, sys.stdout)

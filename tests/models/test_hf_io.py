@@ -15,7 +15,7 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained  # noqa: E402
 from rewardsql_jax.models.hf import MissingTensorError  # noqa: E402
 
-from _hf_tiny import hf_logits, make_hf_model, save_hf_model  # noqa: E402
+from _hf_tiny import hf_logits, jax_logits, make_hf_model, save_hf_model  # noqa: E402
 
 IDS = np.random.RandomState(0).randint(0, 128, (2, 9)).astype(np.int32)
 
@@ -38,7 +38,7 @@ def test_save_pretrained_loads_in_transformers_with_same_logits(tmp_path, kw):
     save_pretrained(model, tmp_path)
     hf = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), attn_implementation="eager").eval()
     assert hf.config.model_type == model.config.model_type
-    ours = np.asarray(model(IDS))
+    ours = jax_logits(model, IDS)
     assert np.abs(hf_logits(hf, IDS) - ours).max() <= 1e-5
     assert set(json.loads((tmp_path / "config.json").read_text())) >= {"model_type", "architectures", "rope_theta"}
 
@@ -49,7 +49,7 @@ def test_roundtrip_preserves_config_and_weights(tmp_path):
     back = from_pretrained(tmp_path)
     assert back.config == model.config
     np.testing.assert_array_equal(np.asarray(back.embed_tokens[...]), np.asarray(model.embed_tokens[...]))
-    np.testing.assert_array_equal(np.asarray(back(IDS)), np.asarray(model(IDS)))
+    np.testing.assert_array_equal(jax_logits(back, IDS), jax_logits(model, IDS))
 
 
 def test_save_sharded_with_index_and_load_back(tmp_path):
@@ -59,16 +59,16 @@ def test_save_sharded_with_index_and_load_back(tmp_path):
     index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
     assert len(files) > 2 and set(index["weight_map"].values()) == set(files)
     assert "model.safetensors" not in files
-    np.testing.assert_array_equal(np.asarray(from_pretrained(tmp_path)(IDS)), np.asarray(model(IDS)))
+    np.testing.assert_array_equal(jax_logits(from_pretrained(tmp_path), IDS), jax_logits(model, IDS))
     hf = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), attn_implementation="eager").eval()
-    assert np.abs(hf_logits(hf, IDS) - np.asarray(model(IDS))).max() <= 1e-5
+    assert np.abs(hf_logits(hf, IDS) - jax_logits(model, IDS)).max() <= 1e-5
 
 
 def test_loads_checkpoint_sharded_by_transformers(tmp_path):
     hf = make_hf_model("qwen2")
     hf.save_pretrained(str(tmp_path), max_shard_size="50KB")
     assert (tmp_path / "model.safetensors.index.json").exists()
-    assert np.abs(np.asarray(from_pretrained(tmp_path)(IDS)) - hf_logits(hf, IDS)).max() <= 1e-4
+    assert np.abs(jax_logits(from_pretrained(tmp_path), IDS) - hf_logits(hf, IDS)).max() <= 1e-4
 
 
 def test_bf16_checkpoint_loads_exactly(tmp_path):
