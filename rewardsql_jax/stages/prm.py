@@ -1,0 +1,202 @@
+"""Stage 4 — PRM training and held-out evaluation (Reward-SQL Sec. 4.2 "training the PRM with a step loss").
+
+The PRM is the SFT policy's backbone read at the step tags: the input is ``format_prm_input(prompt,
+response)`` (every step followed by the tag " и"), the score of step i is ``sigma_i = P(" +")`` against
+" -" at its tag, trained with the step-level binary cross-entropy of the paper,
+``L = -1/|steps| * sum_i [xi_i log sigma_i + (1 - xi_i) log(1 - sigma_i)]`` (``losses.prm`` through
+``make_train_step(graphdef, "prm")``), initialised from ``sft/policy``.
+
+Labels from ``prm_labels/labels.jsonl`` are split by *question* (``prm.heldout_fraction``, seeded), so no
+held-out question is seen in training. With ``prm.annotate_results`` every step is followed by its
+execution result ``<result>...</result>`` (``prefix_sql`` of the step, ``format_step_result``; DESIGN.md).
+Every batch has one padded shape, so the step compiles once. Held-out steps are scored before and after
+training: step AUC (rank-based, ties averaged) and accuracy at 0.5; NaN AUC with a note when the held-out
+set is empty or has a single class. Writes the PRM as an HF directory at ``prm/model``.
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+from flax import nnx
+from tqdm.auto import tqdm
+
+from rewardsql_jax.models.prm_head import find_tag_positions, format_prm_input, step_scores, step_tag_ids
+from rewardsql_jax.models.sharding import shard_model
+from rewardsql_jax.sql import format_step_result, prefix_sql, split_cocte
+from rewardsql_jax.training.batch import PRMBatch
+from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step import make_train_step
+
+from .cold_start import read_jsonl
+from .context import RunContext
+from .encoding import batch_indices, bucket_length, pad_rows
+from .policy import load_model, save_model
+
+STEP_SEPARATOR = "\n\n"
+
+
+def split_by_question(records, heldout_fraction: float, seed: int) -> tuple[list, list]:
+    """(train, held-out) records; a seeded ``heldout_fraction`` of the questions (at least one, never all,
+    none when there is only one question) goes to held-out."""
+    qids = sorted({r["question_id"] for r in records}, key=str)
+    n_held = min(max(1, round(heldout_fraction * len(qids))), len(qids) - 1) if len(qids) > 1 else 0
+    held = {qids[i] for i in np.random.default_rng(seed).permutation(len(qids))[:n_held]}
+    return [r for r in records if r["question_id"] not in held], [r for r in records if r["question_id"] in held]
+
+
+def step_auc(scores, labels) -> float:
+    """ROC AUC of step scores against 0/1 labels by the rank-sum (Mann-Whitney U) formula, ties given their
+    average rank; NaN when either class is absent."""
+    s, y = np.asarray(scores, np.float64), np.asarray(labels).astype(bool)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    ranks = (ends - (counts - 1) / 2.0)[inverse]   # 1-based average rank of each tie group
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def annotate_responses(pool, records) -> list[str]:
+    """Each record's response with ``<result>...</result>`` after every step (one pool call for all).
+
+    A step of a CoCTE laid out one CTE per block is executed as ``prefix_sql``, the final block as the
+    whole query. A response that does not split that way (unparseable, other layout) gets the whole
+    response's result (usually its error) after every block.
+    """
+    plans, jobs = [], []
+    for r in records:
+        blocks = r["response"].split(STEP_SEPARATOR)
+        try:
+            n = len(split_cocte(r["response"]).steps)
+            queries = [prefix_sql(r["response"], k) for k in range(1, n + 1)] + [r["response"]]
+        except ValueError:
+            queries = []
+        if len(queries) != len(blocks):
+            queries = [r["response"]] * len(blocks)
+        plans.append((blocks, len(jobs), len(queries)))
+        jobs.extend((r["db_path"], q) for q in queries)
+    results = pool.map(jobs)
+    out = []
+    for blocks, start, n in plans:
+        # a blank line inside a result would split a step in format_prm_input: collapse it
+        notes = [format_step_result(res).replace(STEP_SEPARATOR, "\n") for res in results[start:start + n]]
+        out.append(STEP_SEPARATOR.join(f"{b}\n{a}" for b, a in zip(blocks, notes)))
+    return out
+
+
+def encode_examples(tok, records, responses, tag_id: int, max_len: int):
+    """[(ids, tag_positions, labels)] of the records that fit ``max_len`` and whose tags match their labels;
+    plus the counts of the dropped ones (too long, tag/label mismatch)."""
+    out, too_long, mismatch = [], 0, 0
+    for r, resp in zip(records, responses):
+        ids = tok(format_prm_input(r["prompt"], resp), add_special_tokens=False).input_ids
+        if len(ids) > max_len:
+            too_long += 1
+            continue
+        pos = [i for i, t in enumerate(ids) if t == tag_id]
+        if len(pos) != len(r["step_labels"]):
+            mismatch += 1
+            continue
+        out.append((ids, pos, list(r["step_labels"])))
+    return out, too_long, mismatch
+
+
+def prm_arrays(examples, length: int, num_steps: int, pad_id: int, rows: int | None = None) -> PRMBatch:
+    """A fixed-shape ``PRMBatch`` ([rows, length], [rows, num_steps]); missing rows are all-masked padding."""
+    rows = len(examples) if rows is None else rows
+    ex = list(examples) + [([pad_id], [0], [0])] * (rows - len(examples))
+    real = [1] * len(examples) + [0] * (rows - len(examples))
+    return PRMBatch(input_ids=pad_rows([e[0] for e in ex], length, pad_id),
+                    attention_mask=pad_rows([[1] * len(e[0]) for e in ex], length, 0),
+                    tag_positions=pad_rows([e[1] for e in ex], num_steps, 0),
+                    labels=pad_rows([e[2] for e in ex], num_steps, 0),
+                    step_mask=pad_rows([[k] * len(e[2]) for e, k in zip(ex, real)], num_steps, 0))
+
+
+@nnx.jit
+def _tag_scores(model, ids, mask, positions, plus, minus):
+    return step_scores(model, ids, mask, positions, plus, minus)
+
+
+def evaluate_steps(model, examples, tags, length: int, num_steps: int, rows: int, pad_id: int) -> dict:
+    """Held-out step AUC / accuracy at 0.5 of ``model``'s P(" +") (NaN AUC and a note when undefined)."""
+    scores, labels = [], []
+    for start in range(0, len(examples), rows):
+        chunk = examples[start:start + rows]
+        b = prm_arrays(chunk, length, num_steps, pad_id, rows)
+        p = np.asarray(jax.device_get(_tag_scores(model, b.input_ids, b.attention_mask, b.tag_positions,
+                                                  tags.plus_id, tags.minus_id)))
+        m = b.step_mask.astype(bool)
+        scores.extend(p[m].tolist())
+        labels.extend(b.labels[m].tolist())
+    out = {"steps": len(labels), "positives": int(sum(labels)), "auc": step_auc(scores, labels),
+           "accuracy": float(np.mean((np.asarray(scores) > 0.5) == np.asarray(labels, bool))) if labels
+           else float("nan")}
+    if not labels:
+        out["note"] = "no held-out steps (too few labelled questions): AUC and accuracy are undefined"
+    elif out["positives"] in (0, len(labels)):
+        out["note"] = "held-out steps have a single class: AUC is undefined"
+    return out
+
+
+def run_prm(ctx: RunContext) -> dict:
+    cfg, pc, out, t0 = ctx.config, ctx.config.prm, ctx.stage_dir("prm"), time.perf_counter()
+    tok = ctx.tokenizer()
+    tags = step_tag_ids(tok)
+    records = read_jsonl(ctx.require("prm_labels", "labels.jsonl"))
+    if not records:
+        raise ValueError("prm_labels/labels.jsonl holds no labelled responses; raise prm_labels.num_questions "
+                         "or rollouts_per_question (or train the policy longer) and rerun prm_labels")
+    responses = annotate_responses(ctx.pool(), records) if pc.annotate_results else [r["response"] for r in records]
+    by_id = {id(r): resp for r, resp in zip(records, responses)}
+    train_r, held_r = split_by_question(records, pc.heldout_fraction, cfg.seed)
+    train, long_t, bad_t = encode_examples(tok, train_r, [by_id[id(r)] for r in train_r], tags.tag_id,
+                                           cfg.model.max_len)
+    held, long_h, bad_h = encode_examples(tok, held_r, [by_id[id(r)] for r in held_r], tags.tag_id,
+                                          cfg.model.max_len)
+    if not train:
+        raise ValueError(f"no PRM training example left ({long_t} longer than model.max_len={cfg.model.max_len}, "
+                         f"{bad_t} with step tags not matching their labels); raise model.max_len")
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    every = train + held
+    length = bucket_length(max(len(e[0]) for e in every))       # one shape for train and eval: one compile each
+    num_steps = -(-max(len(e[2]) for e in every) // 4) * 4
+
+    model, mesh = load_model(ctx.require("sft", "policy"), cfg.model.dtype), ctx.mesh()
+    if mesh is not None:
+        model = shard_model(model, mesh)
+    before = evaluate_steps(model, held, tags, length, num_steps, pc.batch_size, pad)
+    opt = OptimizerConfig(learning_rate=pc.lr, max_grad_norm=1.0, schedule="cosine", warmup_steps=pc.steps // 10,
+                          total_steps=pc.steps, min_lr_ratio=0.1)
+    state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
+    step_fn = make_train_step(state.graphdef, "prm", {"tag_token_ids": (tags.plus_id, tags.minus_id)}, mesh=mesh,
+                              micro_batches=cfg.mesh.micro_batches)
+    curve, t_train = [], time.perf_counter()
+    bar = tqdm(batch_indices(len(train), pc.batch_size, pc.steps, cfg.seed), total=pc.steps, desc="prm")
+    for i, idx in enumerate(bar):
+        state, m = step_fn(state, prm_arrays([train[j] for j in idx], length, num_steps, pad))
+        if i % 10 == 0 or i == pc.steps - 1:
+            loss = float(m["loss"])
+            curve.append((i, loss, float(m["accuracy"])))
+            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{float(m['accuracy']):.2f}")
+            ctx.log({"stage": "prm", "step": i, "loss": loss, "accuracy": float(m["accuracy"]),
+                     "grad_norm": float(m["grad_norm"])})
+    jax.block_until_ready(state.params)
+    train_seconds = time.perf_counter() - t_train
+    trained = state.model()
+    after = evaluate_steps(trained, held, tags, length, num_steps, pc.batch_size, pad)
+    save_model(ctx, trained, out / "model")
+    train_labels = [y for e in train for y in e[2]]
+    return ctx.finish("prm", {
+        "heldout": after, "heldout_before_training": before,
+        "train": {"responses": len(train), "steps": len(train_labels), "positives": int(sum(train_labels)),
+                  "questions": len({r["question_id"] for r in train_r})},
+        "heldout_questions": len({r["question_id"] for r in held_r}),
+        "dropped_too_long": long_t + long_h, "dropped_tag_mismatch": bad_t + bad_h,
+        "annotate_results": pc.annotate_results, "steps": pc.steps, "batch_shape": [pc.batch_size, length, num_steps],
+        "train_loss_curve": curve, "final_loss": curve[-1][1], "train_seconds": train_seconds,
+        "seconds": time.perf_counter() - t0, "model": str(out / "model")})
