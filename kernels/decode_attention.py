@@ -1,0 +1,148 @@
+"""Decode attention over a KV cache in Pallas (flash-decoding, Dao et al. 2023).
+
+One query token per sequence attends to the first ``length`` slots of a ``[B, S_max, Hkv, D]`` cache.
+A single query leaves little parallelism per (batch, head), so the cache is split along the sequence
+into ``num_splits`` chunks processed by separate programs; each returns an unnormalised partial
+(running max ``m``, sum ``l``, accumulator ``acc``) of the online softmax, and a cheap jnp reduction
+rescales and merges the partials. Programs skip the KV blocks at or after the sequence length, so
+the work follows the real lengths rather than ``S_max``.
+
+GQA: one program serves all ``H // Hkv`` query heads that share a KV head, so each K/V block is
+read once per group (padded to at least 8/16 rows, the smallest matmul tile). The cache is read in
+its model layout (no transpose per step).
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from ._pallas_common import MASK_VALUE, call_kwargs, key_mask_of, pad_axis, read_scalar, resolve_backend, scalar_spec
+
+
+def _decode_kernel(len_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, scale, block_k, backend):
+    split_len = k_ref.shape[0]
+    split_start = pl.program_id(2) * split_len
+    length = read_scalar(len_ref, backend, pl.program_id(0))
+    num_blocks = jnp.clip(pl.cdiv(length - split_start, block_k), 0, split_len // block_k)
+    q = q_ref[...]
+    rows = q.shape[0]
+
+    def body(j, carry):
+        m, l, acc = carry
+        start = pl.multiple_of(j * block_k, block_k)
+        k = k_ref[pl.ds(start, block_k), :]
+        v = v_ref[pl.ds(start, block_k), :]
+        slot = split_start + start + jax.lax.broadcasted_iota(jnp.int32, (rows, block_k), 1)
+        visible = (mask_ref[:, pl.ds(start, block_k)] != 0) & (slot < length)
+        s = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32) * scale
+        s = jnp.where(visible, s, MASK_VALUE)
+        m_new = jnp.maximum(m, jnp.max(s, axis=1))
+        p = jnp.where(visible, jnp.exp(s - m_new[:, None]), 0.0)
+        alpha = jnp.exp(m - m_new)
+        pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+        return m_new, l * alpha + jnp.sum(p, axis=1), acc * alpha[:, None] + pv
+
+    init = (
+        jnp.full((rows,), MASK_VALUE, jnp.float32),
+        jnp.zeros((rows,), jnp.float32),
+        jnp.zeros((rows, q.shape[1]), jnp.float32),
+    )
+    m, l, acc = jax.lax.fori_loop(0, num_blocks, body, init)
+    o_ref[...] = acc
+    m_ref[...] = m
+    l_ref[...] = l
+
+
+def combine_splits(acc, m, l):
+    """Merge flash-decoding partials ``acc [..., n, G, D]``, ``m, l [..., n, G]`` over splits ``n``.
+
+    Rows with no visible key anywhere (``sum l == 0``) give zeros.
+    """
+    m_max = jnp.max(m, axis=-2, keepdims=True)
+    w = jnp.exp(m - m_max)
+    denom = jnp.sum(w * l, axis=-2)
+    num = jnp.sum(w[..., None] * acc, axis=-3)
+    return num / jnp.where(denom == 0.0, 1.0, denom)[..., None]
+
+
+def decode_attention(
+    q,
+    k_cache,
+    v_cache,
+    *,
+    lengths=None,
+    key_mask=None,
+    scale: float | None = None,
+    block_k: int = 128,
+    num_splits: int = 4,
+    backend: str | None = None,
+    interpret: bool = False,
+):
+    """Attention of one query token per sequence over a KV cache (same semantics as
+    ``reference.decode_attention_reference``).
+
+    q ``[B, H, D]`` or ``[B, 1, H, D]``; caches ``[B, S_max, Hkv, D]``; ``lengths [B]`` (slots
+    ``< length`` valid) and/or ``key_mask [B, S_max]`` (e.g. the sampler's left-padded slot mask).
+    With only a key mask, the loop bound is the last valid slot + 1. Caches whose ``S_max`` is not a
+    multiple of ``num_splits * block_k`` (after clipping) are padded, which copies them: size the cache
+    accordingly for speed.
+    """
+    squeeze = q.ndim == 3
+    q3 = q if squeeze else q[:, 0]
+    if not squeeze and q.shape[1] != 1:
+        raise ValueError(f"decode attention takes one query token per sequence, got {q.shape[1]}")
+    b, h, d = q3.shape
+    s, hkv = k_cache.shape[1], k_cache.shape[2]
+    if h % hkv:
+        raise ValueError(f"num heads {h} is not a multiple of num kv heads {hkv}")
+    backend = resolve_backend(backend, interpret)
+    scale = float(d**-0.5 if scale is None else scale)
+    mask = key_mask_of(b, s, lengths, key_mask)
+    if lengths is None:
+        lengths = jnp.max(jnp.where(mask, jnp.arange(1, s + 1)[None, :], 0), axis=1)
+    lengths = jnp.minimum(jnp.asarray(lengths, jnp.int32), s)
+
+    block_k = min(block_k, pl.next_power_of_2(s))
+    num_splits = max(1, min(num_splits, pl.cdiv(s, block_k)))
+    split_len = pl.cdiv(pl.cdiv(s, block_k), num_splits) * block_k
+    k_cache = pad_axis(k_cache, 1, split_len)
+    v_cache = pad_axis(v_cache, 1, split_len)
+    mask = pad_axis(mask.astype(jnp.int32), 1, split_len)[:, None, :]
+    sp = k_cache.shape[1]
+    num_splits = sp // split_len
+
+    groups = h // hkv
+    rows = max(16 if backend == "gpu" else 8, pl.next_power_of_2(groups))
+    qg = pad_axis(q3.reshape(b, hkv, groups, d), 2, rows)
+
+    grid = (b, hkv, num_splits)
+    kv_spec = pl.BlockSpec((None, split_len, None, d), lambda bi, hi, si: (bi, si, hi, 0))
+    row_spec = pl.BlockSpec((None, None, None, rows), lambda bi, hi, si: (bi, hi, si, 0))
+    acc, m, l = pl.pallas_call(
+        functools.partial(_decode_kernel, scale=scale, block_k=block_k, backend=backend),
+        grid=grid,
+        in_specs=[
+            scalar_spec(backend, lambda bi, hi, si: (bi,)),
+            pl.BlockSpec((None, None, rows, d), lambda bi, hi, si: (bi, hi, 0, 0)),
+            kv_spec,
+            kv_spec,
+            pl.BlockSpec((None, 1, split_len), lambda bi, hi, si: (bi, 0, si)),
+        ],
+        out_specs=[
+            pl.BlockSpec((None, None, None, rows, d), lambda bi, hi, si: (bi, hi, si, 0, 0)),
+            row_spec,
+            row_spec,
+        ],
+        out_shape=[
+            jax.ShapeDtypeStruct((b, hkv, num_splits, rows, d), jnp.float32),
+            jax.ShapeDtypeStruct((b, hkv, num_splits, rows), jnp.float32),
+            jax.ShapeDtypeStruct((b, hkv, num_splits, rows), jnp.float32),
+        ],
+        name="decode_attention",
+        **call_kwargs(backend, len(grid)),
+    )(lengths, qg, k_cache, v_cache, mask)
+    out = combine_splits(acc, m, l)[:, :, :groups].reshape(b, h, d).astype(q.dtype)
+    return out if squeeze else out[:, None]
