@@ -199,8 +199,9 @@ def exec_match(db_path, pred_sql, gold_sql, *, mode: str = "bird", timeout_s: fl
                max_rows: int = DEFAULT_MAX_ROWS) -> bool:
     """Execution accuracy (EX) of one prediction: BIRD's set rule or Spider's test-suite rule.
 
-    See the module docstring for both rules (Reward-SQL Sec. 4 reports BIRD EX; Spider EX is the
-    test-suite ``eval_exec_match``). Never raises for bad SQL: any execution failure is False.
+    Reward-SQL's outcome reward OR(C) (Sec. 5.1) and EX metric (Sec. 6.1) use the BIRD rule; Spider
+    EX is the test-suite ``eval_exec_match``; both rules are in the module docstring. Never raises
+    for bad SQL: any execution failure is False.
     """
     return exec_match_batch([(db_path, pred_sql, gold_sql)], mode=mode, timeout_s=timeout_s, max_rows=max_rows)[0]
 
@@ -277,7 +278,7 @@ def normalize_cell(v):
 
 
 def cell_f1(pred_rows, gold_rows) -> float:
-    """SQLConductor ExecF1 (Sec. 3.3, outcome reward): F1 over multisets of normalised cell values.
+    """SQLConductor ExecF1 (Curriculum RL, Outcome Reward): F1 over multisets of normalised cell values.
 
     V and V* are the multisets of :func:`normalize_cell` over every cell of the prediction and of
     the gold; TP = |V ∩ V*| counted with multiplicity, FP = |V| - TP, FN = |V*| - TP;

@@ -1,4 +1,4 @@
-"""Sandboxed, read-only SQLite execution of one generated query (Reward-SQL Sec. 3 / EXPO-SQL Sec. 3.2).
+"""Sandboxed, read-only SQLite execution of one generated query (Reward-SQL 5.1/6.1, EXPO-SQL 3.2).
 
 Every reward in the three papers comes from executing model-written SQL against a benchmark
 database. A generated query must never change or damage that database, must not run forever and
@@ -244,7 +244,10 @@ def run_query(conn: _SandboxConnection, sql, *, timeout_s: float = 30.0, max_row
 def execute(db_path, sql, *, timeout_s: float = 30.0, max_rows: int = DEFAULT_MAX_ROWS,
             max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
             text_errors: str = "strict", max_sql_chars: int = DEFAULT_MAX_SQL_CHARS) -> ExecResult:
-    """Execute one read-only query in the sandbox and return its rows (Reward-SQL Sec. 3 EX reward).
+    """Execute one read-only query in the sandbox and return its rows.
+
+    This is the execution behind Reward-SQL's outcome reward OR(C) (Sec. 5.1) and EX metric
+    (Sec. 6.1), EXPO-SQL's clause-wise incremental execution (Sec. 3.2) and SQLConductor's ExecF1.
 
     Opens a fresh read-only connection (see the module docstring for every defence), runs exactly
     one statement, fetches at most ``max_rows`` rows and closes. Never raises: every failure is an

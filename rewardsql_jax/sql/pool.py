@@ -182,10 +182,12 @@ class ExecutorPool:
 
     @property
     def stats(self) -> PoolStats:
+        """Executions, cache hits, crashed/hung jobs and workers started since construction."""
         c = self._counts
         return PoolStats(c["executed"], c["cache_hits"], c["crashed"], c["hung"], c["workers_started"])
 
     def clear_cache(self) -> None:
+        """Drop every cached result (e.g. after replacing a database file in place)."""
         self._cache.clear()
 
     def map(self, jobs, *, timeout_s: float = 30.0, max_rows: int | None = None, text_errors: str | None = None,
