@@ -7,7 +7,8 @@ safetensors slice), so a host holds at most one shard of one tensor at a time.
 
 Unexpected checkpoint keys (tensors the model has no parameter for) raise an error by default,
 because they usually mean a wrong architecture; ``strict=False`` turns this into a warning.
-Known weight-free buffers (``rotary_emb.inv_freq``) are skipped silently.
+Known weight-free buffers (``rotary_emb.inv_freq``) are skipped silently; a redundant
+``lm_head.weight`` in a tied-embedding checkpoint is skipped with a warning.
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def _weight_map(path: Path) -> dict[str, Path]:
     return out
 
 
-def _check_keys(table: tuple[KeyMap, ...], weight_map: dict[str, Path], path: Path, strict: bool):
+def _check_keys(table: tuple[KeyMap, ...], weight_map: dict[str, Path], path: Path, strict: bool, tied: bool):
     expected = {row.hf_key for row in table}
     missing = [row.hf_key for row in table if row.hf_key not in weight_map]
     if missing:
@@ -73,6 +74,11 @@ def _check_keys(table: tuple[KeyMap, ...], weight_map: dict[str, Path], path: Pa
             "but config.json describes a model that needs it"
         )
     extra = sorted(k for k in weight_map if k not in expected and not k.endswith(IGNORED_HF_SUFFIXES))
+    if tied and "lm_head.weight" in extra:
+        # some exporters write the tied copy anyway; the model reads embed_tokens, so it is redundant
+        extra.remove("lm_head.weight")
+        warnings.warn(f"checkpoint {path} stores lm_head.weight although tie_word_embeddings=true; "
+                      "using model.embed_tokens.weight as the output projection", stacklevel=3)
     if extra:
         msg = f"checkpoint {path} has {len(extra)} tensor(s) the model does not use, e.g. {extra[:3]}"
         if strict:
@@ -134,7 +140,7 @@ def from_pretrained(
     if set(rows_by_path) != set(flat):
         raise RuntimeError(f"hf_keys table and model parameters disagree: {set(rows_by_path) ^ set(flat)}")  # a bug here, not user input
     weight_map = _weight_map(path)
-    _check_keys(table, weight_map, path, strict)
+    _check_keys(table, weight_map, path, strict, cfg.tie_word_embeddings)
     loaded = []
     for p, var in flat.items():
         row = rows_by_path[p]

@@ -160,6 +160,17 @@ def test_unexpected_tensor_error_or_warning(ckpt):
         from_pretrained(ckpt, strict=False)
 
 
+def test_tied_checkpoint_with_redundant_lm_head_warns(tmp_path):
+    model = build_model(_cfg(tie_word_embeddings=True), seed=10)
+    save_pretrained(model, tmp_path)
+    tensors = load_file(str(tmp_path / "model.safetensors"))
+    tensors["lm_head.weight"] = np.zeros((128, 32), np.float32)  # must be ignored: tied model uses embed_tokens
+    save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.warns(UserWarning, match="tie_word_embeddings"):
+        back = from_pretrained(tmp_path)
+    np.testing.assert_array_equal(jax_logits(back, IDS), jax_logits(model, IDS))
+
+
 def test_index_pointing_to_missing_shard(tmp_path):
     save_pretrained(build_model(_cfg(), seed=7), tmp_path, max_shard_size="20KB")
     victim = sorted(tmp_path.glob("model-*.safetensors"))[0]
