@@ -99,3 +99,19 @@ def test_make_mesh_sizes_and_errors():
     with pytest.raises(ValueError, match="at most one"):
         make_mesh(data=-1, fsdp=-1)
     assert np.prod(list(make_mesh(data=1, fsdp=1, tensor=-1).shape.values())) == n
+
+
+def test_param_shardings_of_abstract_model():
+    from flax import nnx
+    from jax.sharding import NamedSharding
+
+    from rewardsql_jax.models import ModelConfig, build_model
+    from rewardsql_jax.models.sharding import param_shardings
+
+    cfg = ModelConfig(model_type="llama", vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+    abstract = nnx.eval_shape(lambda: build_model(cfg))
+    shardings = param_shardings(abstract, make_mesh())
+    leaves = jax.tree.leaves(shardings)
+    assert len(leaves) == len(jax.tree.leaves(nnx.state(abstract))) and all(isinstance(s, NamedSharding) for s in leaves)
+    assert shardings["layers"][0]["self_attn"]["q_proj"]["kernel"].get_value().spec == P("fsdp", "tensor")
