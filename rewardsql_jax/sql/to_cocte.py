@@ -108,7 +108,8 @@ class _Converter:
         return q
 
     def lift_subqueries(self, sel: exp.Select) -> None:
-        """Derived tables and uncorrelated WHERE / HAVING sub-queries of ``sel`` -> their own steps (in place)."""
+        """Derived tables and uncorrelated sub-queries (WHERE, HAVING, SELECT list, ORDER BY) of ``sel`` -> their
+        own steps, in textual order (in place). Correlated ones stay; outside WHERE they force the fallback."""
         holders = [sel.args["from_"], *(sel.args.get("joins") or [])]
         for holder in holders:
             sub = holder.this
@@ -121,10 +122,9 @@ class _Converter:
             if sub.alias:
                 table.set("alias", exp.TableAlias(this=ident(sub.alias)))
             sub.replace(table)
-        for key in ("where", "having"):
-            clause = sel.args.get(key)
-            if clause is None:
-                continue
+        order = sel.args["order"].expressions if sel.args.get("order") else []
+        clauses = [sel.args.get("where"), sel.args.get("having"), *sel.expressions, *order]
+        for clause in [c for c in clauses if c is not None]:
             for q in outer_nodes(clause, exp.Query):
                 target = q.this if isinstance(q, exp.Subquery) else q
                 if is_correlated(target):

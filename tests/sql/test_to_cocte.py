@@ -64,6 +64,17 @@ def test_where_subqueries_are_lifted_into_steps(tiny_db):
     assert same_result(tiny_db, sql, conv.sql)
 
 
+def test_uncorrelated_subqueries_in_select_and_order_by_are_lifted(tiny_db):
+    sql = ("SELECT name, (SELECT count(*) FROM pet) AS n FROM person WHERE age > 20 "
+           "ORDER BY (SELECT max(age) FROM person) - age")
+    conv = convert_to_cocte(sql)
+    c = split_cocte(conv.sql)
+    assert not conv.fallback and [s.name for s in c.steps] == ["pet_aggregated", "person_aggregated",
+                                                               "person_filtered"]
+    assert "FROM pet_aggregated" in c.final and "FROM person_aggregated" in c.final
+    assert same_result(tiny_db, sql, conv.sql)
+
+
 def test_set_operations_convert_each_side(tiny_db):
     sql = ("SELECT name FROM person WHERE city = 'Oslo' UNION SELECT T1.name FROM person AS T1 JOIN pet AS T2 "
            "ON T1.id = T2.owner_id WHERE T2.kind = 'dog' EXCEPT SELECT name FROM person WHERE age > 40 "
