@@ -12,7 +12,9 @@ class GenerationResult:
     included (as in HF ``generate``). ``logprobs[i]``: log-probability of each of those tokens under
     the temperature-scaled, unfiltered distribution ``log_softmax(logits / T)`` (``T = 1`` for greedy).
     ``prompt_lengths[i]``: length of the prompt row ``i`` continues. ``finished[i]``: True if row ``i``
-    stopped on an EOS token (False if it ran out of ``max_new_tokens``).
+    stopped on an EOS token (False if it ran out of ``max_new_tokens``). ``steps``: token positions the
+    decode loop produced (it exits early once every row has finished, so ``steps`` can be below
+    ``max_new_tokens``).
     """
 
     tokens: list
@@ -20,6 +22,7 @@ class GenerationResult:
     prompt_lengths: list
     finished: list
     num_samples: int = 1
+    steps: int = 0
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -164,7 +164,7 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
     st = _prefill(graphdef, state, batch.ids, batch.mask, batch.lengths, jax.random.key(seed), temp, p, eos_ids,
                   pad, opts=opts)
     st = _decode(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
-    tokens, logprobs = jax.device_get((st.tokens, st.logprobs))
+    tokens, logprobs, steps = jax.device_get((st.tokens, st.logprobs, st.step))
     out_tokens, out_logprobs, finished = _to_lists(tokens, logprobs, max_new_tokens, eos)
     return GenerationResult(tokens=out_tokens, logprobs=out_logprobs, prompt_lengths=[int(n) for n in batch.lengths],
-                            finished=finished, num_samples=num_samples)
+                            finished=finished, num_samples=num_samples, steps=int(steps))

@@ -136,6 +136,9 @@ def test_all_rows_done_stops_the_loop_and_pads(torch_and_jax):
     eos = [free[0][0], free[1][0]]
     res = generate(jm, PROMPTS[:2], max_new_tokens=16, eos_token_id=eos, pad_id=77)
     assert res.tokens == [[free[0][0]], [free[1][0]]] and res.finished == [True, True]
+    assert res.steps == 1  # the while_loop exited at once instead of running 16 steps
+    late = generate(jm, PROMPTS[:2], max_new_tokens=16, eos_token_id=[free[0][2], free[1][0]])
+    assert late.steps == max(len(t) for t in late.tokens) < 16
 
 
 def test_prompt_major_order(torch_and_jax):
