@@ -105,7 +105,7 @@ def _read_tensor(row: KeyMap, file: Path, target_shape, target_dtype, sharding):
                 arr = np.asarray(sl[tuple(reversed(idx))]).T
             else:
                 arr = np.asarray(sl[idx] if idx else sl[:])
-            return np.ascontiguousarray(arr.astype(target_dtype))
+            return np.ascontiguousarray(arr, dtype=target_dtype)  # one copy at most (layout + dtype together)
 
         if sharding is None:
             return jax.device_put(read(None))
