@@ -35,8 +35,8 @@ def _decode_kernel(len_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, 
         start = pl.multiple_of(j * block_k, block_k)
         k = k_ref[pl.ds(start, block_k), :]
         v = v_ref[pl.ds(start, block_k), :]
-        slot = split_start + start + jax.lax.broadcasted_iota(jnp.int32, (rows, block_k), 1)
-        visible = (mask_ref[:, pl.ds(start, block_k)] != 0) & (slot < length)
+        # The mask already encodes the lengths; ``length`` only bounds the loop.
+        visible = jnp.broadcast_to(mask_ref[:, pl.ds(start, block_k)] != 0, (rows, block_k))
         s = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32) * scale
         s = jnp.where(visible, s, MASK_VALUE)
         m_new = jnp.maximum(m, jnp.max(s, axis=1))
