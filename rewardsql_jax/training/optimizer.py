@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import optax
@@ -77,8 +78,13 @@ def _decay_mask(params):
     return jax.tree.map(lambda p: p.ndim >= 2, params)
 
 
+@functools.lru_cache(maxsize=64)
 def make_optimizer(cfg: OptimizerConfig) -> optax.GradientTransformation:
-    """AdamW (decoupled decay, bias-corrected, eps outside the sqrt like torch) after global-norm clipping."""
+    """AdamW (decoupled decay, bias-corrected, eps outside the sqrt like torch) after global-norm clipping.
+
+    Equal configs return the same transformation object, so a state rebuilt for a resume has the same
+    static structure and reuses the compiled train step.
+    """
     mask = None if cfg.decay_bias_and_norm else _decay_mask
     adamw = optax.adamw(make_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
                         weight_decay=cfg.weight_decay, mask=mask)

@@ -112,7 +112,7 @@ class TrainStep:
                  compute_dtype):
         self.graphdef, self.loss_name, self.options = graphdef, loss_name, options
         self.adapter, self.mesh, self.micro_batches, self.compute_dtype = adapter, mesh, micro_batches, compute_dtype
-        self._jitted = None
+        self._jitted, self._treedef = None, None
 
     def validate(self, batch) -> None:
         """Raise ValueError if ``batch`` has the wrong type or shapes for this loss / micro-batching / mesh."""
@@ -146,8 +146,9 @@ class TrainStep:
 
     def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict[str, Any]]:
         self.validate(batch)
-        if self._jitted is None:
-            self._jitted = self._build(state, batch)
+        treedef = (jax.tree.structure(state), jax.tree.structure(batch))
+        if self._jitted is None or treedef != self._treedef:  # other static parts / optional fields: rebuild
+            self._jitted, self._treedef = self._build(state, batch), treedef
         return self._jitted(state, batch)
 
 
