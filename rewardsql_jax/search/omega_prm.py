@@ -224,9 +224,10 @@ def omega_prm_search(rollouts: Sequence[Rollout], config: OmegaPRMConfig = Omega
 
 
 def run_searches(searches: Sequence[Generator], answer_batch: Callable[[list], list]) -> list:
-    """Drive many searches in lock-step: each round gathers every live search's pending ``MCRequest``,
-    answers them with one ``answer_batch(requests) -> [completions per request]`` call, and resumes them.
-    Returns the searches' results in order. The number of rounds is the longest search's MC evaluations."""
+    """Drive many searches in lock-step: each round gathers every live search's pending ``MCRequest`` and
+    answers them with one ``answer_batch([(search index, request), ...]) -> [completions per request]``
+    call, then resumes them. Returns the searches' results in order; the number of rounds is the largest
+    number of MC evaluations of any one search."""
     results: list = [None] * len(searches)
     pending: dict[int, MCRequest] = {}
 
@@ -239,12 +240,12 @@ def run_searches(searches: Sequence[Generator], answer_batch: Callable[[list], l
     for i in range(len(searches)):
         advance(i, None)
     while pending:
-        ids = list(pending)
-        answers = answer_batch([pending[i] for i in ids])
-        if len(answers) != len(ids):
-            raise ValueError(f"answer_batch returned {len(answers)} answers for {len(ids)} requests")
+        items = list(pending.items())
+        answers = answer_batch(items)
+        if len(answers) != len(items):
+            raise ValueError(f"answer_batch returned {len(answers)} answers for {len(items)} requests")
         pending.clear()
-        for i, answer in zip(ids, answers):
+        for (i, _), answer in zip(items, answers):
             advance(i, answer)
     return results
 
@@ -262,5 +263,5 @@ def label_rollouts(rollouts: Sequence[Sequence[str]], complete: Callable[[tuple,
         return Rollout(tuple(steps), bool(is_correct(tuple(steps))))
 
     search = omega_prm_search([judge(r) for r in rollouts], config, length_fn=length_fn)
-    return run_searches([search], lambda reqs: [[judge(r.prefix + tuple(c)) for c in complete(r.prefix, r.k)]
-                                                for r in reqs])[0]
+    return run_searches([search], lambda items: [[judge(r.prefix + tuple(c)) for c in complete(r.prefix, r.k)]
+                                                 for _, r in items])[0]

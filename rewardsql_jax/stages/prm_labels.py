@@ -143,30 +143,19 @@ def _padded_generate(model, tok, prompts, *, k, cfg, seed):
     return out.texts[:n]
 
 
-def _answer_batch(model, tok, cfg, executor, owners, counter, bar):
+def _answer_batch(model, tok, cfg, executor, chosen, counter, bar):
     """``run_searches`` callback: complete every requested prefix (one sampler batch), judge all completions."""
-    def answer(reqs):
+    def answer(items):
         counter["rounds"] += 1
-        prompts = [owners[id(r)]["prompt"] + steps_text(r.prefix) + STEP_SEPARATOR for r in reqs]
-        texts = _padded_generate(model, tok, prompts, k=reqs[0].k, cfg=cfg, seed=counter["seed"] + counter["rounds"])
-        fulls = [[r.prefix + raw_steps(t) for t in ts] for r, ts in zip(reqs, texts)]
-        verdicts = iter(executor.judge([(owners[id(r)], f) for r, fs in zip(reqs, fulls) for f in fs]))
+        prompts = [chosen[i]["prompt"] + steps_text(r.prefix) + STEP_SEPARATOR for i, r in items]
+        texts = _padded_generate(model, tok, prompts, k=items[0][1].k, cfg=cfg,
+                                 seed=counter["seed"] + 1000 * counter["rounds"])
+        fulls = [[r.prefix + raw_steps(t) for t in ts] for (_, r), ts in zip(items, texts)]
+        verdicts = iter(executor.judge([(chosen[i], f) for (i, _), fs in zip(items, fulls) for f in fs]))
         bar.update(1)
-        bar.set_postfix(requests=len(reqs))
+        bar.set_postfix(requests=len(items))
         return [[Rollout(f, next(verdicts)) for f in fs] for fs in fulls]
     return answer
-
-
-def _tagged(search, record, owners):
-    """Forward a search, remembering which question each request belongs to."""
-    answer = None
-    try:
-        while True:
-            req = search.send(answer)
-            owners[id(req)] = record
-            answer = yield req
-    except StopIteration as stop:
-        return stop.value
 
 
 def _parses(text: str) -> bool:
@@ -207,11 +196,11 @@ def run_prm_labels(ctx: RunContext) -> dict:
 
     searched = [[s for s in f.rollouts if unparseable == "search" or f.parseable[s]] for f in filtered]
     verdicts = iter(executor.judge([(r, s) for r, ss in zip(chosen, searched) for s in ss]))
-    owners, counter = {}, {"rounds": 0, "seed": ctx.config.seed + 1000}
-    searches = [_tagged(omega_prm_search([Rollout(s, next(verdicts)) for s in ss], search_cfg, length_fn=n_tokens),
-                        r, owners) for r, ss in zip(chosen, searched)]
+    counter = {"rounds": 0, "seed": ctx.config.seed + 1000}
+    searches = [omega_prm_search([Rollout(s, next(verdicts)) for s in ss], search_cfg, length_fn=n_tokens)
+                for ss in searched]
     with tqdm(desc="prm labels: MC rounds", unit="round") as bar:
-        results = run_searches(searches, _answer_batch(model, tok, cfg, executor, owners, counter, bar))
+        results = run_searches(searches, _answer_batch(model, tok, cfg, executor, chosen, counter, bar))
     records, sources, candidates = [], {}, 0
     for r, f, res in zip(chosen, filtered, results):
         negatives = [LabelledRollout(s, step_labels(len(s), 0), 0, "unparseable")

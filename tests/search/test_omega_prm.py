@@ -128,30 +128,17 @@ def test_run_searches_batches_questions_in_lockstep():
     solo = [label_rollouts([r], w.complete, w.is_correct, cfg) for w, r in zip(worlds, rollouts)]
     worlds = [World(n) for n in (4, 9, 2)]
     searches = [omega_prm_search([Rollout(r, w.is_correct(r))], cfg) for w, r in zip(worlds, rollouts)]
-    batches, owners = [], {}
+    batches = []
 
-    def answer_batch(reqs):
-        batches.append(len(reqs))
-        return [[Rollout(r.prefix + tuple(c), owners[id(r)].is_correct(r.prefix + tuple(c)))
-                 for c in owners[id(r)].complete(r.prefix, r.k)] for r in reqs]
+    def answer_batch(items):
+        batches.append(sorted(i for i, _ in items))
+        return [[Rollout(r.prefix + tuple(c), worlds[i].is_correct(r.prefix + tuple(c)))
+                 for c in worlds[i].complete(r.prefix, r.k)] for i, r in items]
 
-    wrapped = [_tagging(s, w, owners) for s, w in zip(searches, worlds)]
-    batched = run_searches(wrapped, answer_batch)
+    batched = run_searches(searches, answer_batch)
     assert [r.labelled for r in batched] == [r.labelled for r in solo]
     assert [r.mc_evaluations for r in batched] == [r.mc_evaluations for r in solo] == [2, 3, 1]
-    assert batches == [3, 2, 1]            # one call per round, shrinking as searches finish
-
-
-def _tagging(search, world, owners):
-    """Wrap a search so every request it yields is known to belong to ``world``."""
-    answer = None
-    try:
-        while True:
-            req = search.send(answer)
-            owners[id(req)] = world
-            answer = yield req
-    except StopIteration as stop:
-        return stop.value
+    assert batches == [[0, 1, 2], [0, 1], [1]]   # one call per round, shrinking as searches finish
 
 
 def test_errors_are_clear():
