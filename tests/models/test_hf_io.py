@@ -1,7 +1,5 @@
 """HF checkpoint I/O: save_pretrained -> transformers loads the same model; sharded checkpoints; bad input errors."""
 import json
-import shutil
-from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -190,4 +188,3 @@ def test_save_overwrites_stale_shards(tmp_path):
     save_pretrained(model, tmp_path)
     assert [p.name for p in tmp_path.glob("*.safetensors")] == ["model.safetensors"]
     assert not (tmp_path / "model.safetensors.index.json").exists()
-    shutil.rmtree(tmp_path)
