@@ -9,7 +9,9 @@ the work follows the real lengths rather than ``S_max``.
 
 GQA: one program serves all ``H // Hkv`` query heads that share a KV head, so each K/V block is
 read once per group (padded to at least 8/16 rows, the smallest matmul tile). The cache is read in
-its model layout (no transpose per step).
+its model layout, viewed as ``[B, S, Hkv * D]`` (a free reshape) with one ``D``-wide column block per
+KV head; Mosaic (TPU) needs that block 128-lane aligned, so for ``D % 128 != 0`` on TPU the cache
+is transposed to ``[B, Hkv, S, D]`` first (an extra copy per call).
 """
 from __future__ import annotations
 
@@ -39,15 +41,15 @@ def _decode_kernel(len_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, 
         visible = jnp.broadcast_to(mask_ref[:, pl.ds(start, block_k)] != 0, (rows, block_k))
         s = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32) * scale
         s = jnp.where(visible, s, MASK_VALUE)
-        m_new = jnp.maximum(m, jnp.max(s, axis=1))
-        p = jnp.where(visible, jnp.exp(s - m_new[:, None]), 0.0)
+        m_new = jnp.maximum(m, jnp.max(s, axis=1, keepdims=True))
+        p = jnp.where(visible, jnp.exp(s - m_new), 0.0)
         alpha = jnp.exp(m - m_new)
         pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
-        return m_new, l * alpha + jnp.sum(p, axis=1), acc * alpha[:, None] + pv
+        return m_new, l * alpha + jnp.sum(p, axis=1, keepdims=True), acc * alpha + pv
 
     init = (
-        jnp.full((rows,), MASK_VALUE, jnp.float32),
-        jnp.zeros((rows,), jnp.float32),
+        jnp.full((rows, 1), MASK_VALUE, jnp.float32),
+        jnp.zeros((rows, 1), jnp.float32),
         jnp.zeros((rows, q.shape[1]), jnp.float32),
     )
     m, l, acc = jax.lax.fori_loop(0, num_blocks, body, init)
@@ -57,15 +59,15 @@ def _decode_kernel(len_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, 
 
 
 def combine_splits(acc, m, l):
-    """Merge flash-decoding partials ``acc [..., n, G, D]``, ``m, l [..., n, G]`` over splits ``n``.
+    """Merge flash-decoding partials ``acc [..., n, G, D]``, ``m, l [..., n, G, 1]`` over splits ``n``.
 
     Rows with no visible key anywhere (``sum l == 0``) give zeros.
     """
-    m_max = jnp.max(m, axis=-2, keepdims=True)
+    m_max = jnp.max(m, axis=-3, keepdims=True)
     w = jnp.exp(m - m_max)
-    denom = jnp.sum(w * l, axis=-2)
-    num = jnp.sum(w[..., None] * acc, axis=-3)
-    return num / jnp.where(denom == 0.0, 1.0, denom)[..., None]
+    denom = jnp.sum(w * l, axis=-3)
+    num = jnp.sum(w * acc, axis=-3)
+    return num / jnp.where(denom == 0.0, 1.0, denom)
 
 
 def decode_attention(
@@ -119,8 +121,13 @@ def decode_attention(
     qg = pad_axis(q3.reshape(b, hkv, groups, d), 2, rows)
 
     grid = (b, hkv, num_splits)
-    kv_spec = pl.BlockSpec((None, split_len, None, d), lambda bi, hi, si: (bi, si, hi, 0))
-    row_spec = pl.BlockSpec((None, None, None, rows), lambda bi, hi, si: (bi, hi, si, 0))
+    if backend == "tpu" and d % 128:
+        k_cache, v_cache = (x.transpose(0, 2, 1, 3) for x in (k_cache, v_cache))
+        kv_spec = pl.BlockSpec((None, None, split_len, d), lambda bi, hi, si: (bi, hi, si, 0))
+    else:
+        k_cache, v_cache = (x.reshape(b, sp, hkv * d) for x in (k_cache, v_cache))
+        kv_spec = pl.BlockSpec((None, split_len, d), lambda bi, hi, si: (bi, si, hi))
+    row_spec = pl.BlockSpec((None, None, None, rows, 1), lambda bi, hi, si: (bi, hi, si, 0, 0))
     acc, m, l = pl.pallas_call(
         functools.partial(_decode_kernel, scale=scale, block_k=block_k, backend=backend),
         grid=grid,
@@ -138,8 +145,8 @@ def decode_attention(
         ],
         out_shape=[
             jax.ShapeDtypeStruct((b, hkv, num_splits, rows, d), jnp.float32),
-            jax.ShapeDtypeStruct((b, hkv, num_splits, rows), jnp.float32),
-            jax.ShapeDtypeStruct((b, hkv, num_splits, rows), jnp.float32),
+            jax.ShapeDtypeStruct((b, hkv, num_splits, rows, 1), jnp.float32),
+            jax.ShapeDtypeStruct((b, hkv, num_splits, rows, 1), jnp.float32),
         ],
         name="decode_attention",
         **call_kwargs(backend, len(grid)),

@@ -72,30 +72,31 @@ def _forward_kernel(q_ref, k_ref, v_ref, mask_ref, o_ref, lse_ref, *, cfg: Flash
         v = v_ref[pl.ds(start, bk), :]
         visible = visible_block(mask_ref[:, pl.ds(start, bk)], qi * bq, start, bq, bk, cfg.causal)
         s = jnp.where(visible, scores(q, k, cfg.scale), MASK_VALUE)
-        m_new = jnp.maximum(m, jnp.max(s, axis=1))
-        p = jnp.where(visible, jnp.exp(s - m_new[:, None]), 0.0)
+        m_new = jnp.maximum(m, jnp.max(s, axis=1, keepdims=True))
+        p = jnp.where(visible, jnp.exp(s - m_new), 0.0)
         alpha = jnp.exp(m - m_new)
-        l = l * alpha + jnp.sum(p, axis=1)
+        l = l * alpha + jnp.sum(p, axis=1, keepdims=True)
         pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
-        return m_new, l, acc * alpha[:, None] + pv
+        return m_new, l, acc * alpha + pv
 
+    # Row statistics are [bq, 1] columns (TPU-friendly layout; broadcast against [bq, bk]).
     init = (
-        jnp.full((bq,), MASK_VALUE, jnp.float32),
-        jnp.zeros((bq,), jnp.float32),
+        jnp.full((bq, 1), MASK_VALUE, jnp.float32),
+        jnp.zeros((bq, 1), jnp.float32),
         jnp.zeros((bq, q_ref.shape[-1]), jnp.float32),
     )
     hi = causal_kv_blocks(qi, bq, bk, num_kv_blocks, cfg.causal)
     m, l, acc = jax.lax.fori_loop(0, hi, body, init)
     empty = l == 0.0  # no visible key: output zeros
     l_safe = jnp.where(empty, 1.0, l)
-    o_ref[...] = (acc / l_safe[:, None]).astype(o_ref.dtype)
+    o_ref[...] = (acc / l_safe).astype(o_ref.dtype)
     lse_ref[...] = m + jnp.log(l_safe)
 
 
 def flash_forward(cfg: FlashConfig, q, k, v, mask):
     """Pallas forward on kernel layout: q ``[B,H,Tp,D]``, k/v ``[B,Hkv,Sp,D]``, mask ``[B,1,Sp]`` int32.
 
-    Returns ``(out [B,H,Tp,D], lse [B,H,Tp] fp32)``.
+    Returns ``(out [B,H,Tp,D], lse [B,H,Tp,1] fp32)``.
     """
     b, h, tp, d = q.shape
     hkv, sp = k.shape[1], k.shape[2]
@@ -114,9 +115,9 @@ def flash_forward(cfg: FlashConfig, q, k, v, mask):
         ],
         out_specs=[
             pl.BlockSpec((None, None, cfg.block_q, d), lambda bi, hi, qi: (bi, hi, qi, 0)),
-            pl.BlockSpec((None, None, cfg.block_q), lambda bi, hi, qi: (bi, hi, qi)),
+            pl.BlockSpec((None, None, cfg.block_q, 1), lambda bi, hi, qi: (bi, hi, qi, 0)),
         ],
-        out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, h, tp), jnp.float32)],
+        out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, h, tp, 1), jnp.float32)],
         name="flash_attention_fwd",
         **call_kwargs(cfg.backend, len(grid)),
     )(q, k, v, mask)

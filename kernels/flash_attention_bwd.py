@@ -23,13 +23,15 @@ from ._pallas_common import call_kwargs
 
 
 def _probs_and_dscores(q, k, v, do, lse, delta, mask_block, q_start, k_start, cfg):
-    """Recompute ``P`` and ``dS`` for one (query block, KV block) pair, fp32 ``[bq, bk]``."""
+    """Recompute ``P`` and ``dS`` for one (query block, KV block) pair, fp32 ``[bq, bk]``.
+
+    ``lse`` and ``delta`` are ``[bq, 1]`` columns."""
     from .flash_attention import scores, visible_block
 
     visible = visible_block(mask_block, q_start, k_start, cfg.block_q, cfg.block_k, cfg.causal)
-    p = jnp.where(visible, jnp.exp(scores(q, k, cfg.scale) - lse[:, None]), 0.0)
+    p = jnp.where(visible, jnp.exp(scores(q, k, cfg.scale) - lse), 0.0)
     dp = jax.lax.dot_general(do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
-    return p, p * (dp - delta[:, None])
+    return p, p * (dp - delta)
 
 
 def _dkdv_kernel(q_ref, k_ref, v_ref, mask_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref, *, cfg, num_q_blocks):
@@ -46,7 +48,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, mask_ref, do_ref, lse_ref, delta_ref, dk_r
         q = q_ref[pl.ds(start, bq), :]
         do = do_ref[pl.ds(start, bq), :]
         p, ds = _probs_and_dscores(
-            q, k, v, do, lse_ref[pl.ds(start, bq)], delta_ref[pl.ds(start, bq)], mask_block, start, k_start, cfg
+            q, k, v, do, lse_ref[pl.ds(start, bq), :], delta_ref[pl.ds(start, bq), :], mask_block, start, k_start, cfg
         )
         contract_rows = (((0,), (0,)), ((), ()))
         dv = dv + jax.lax.dot_general(p.astype(do.dtype), do, contract_rows, preferred_element_type=jnp.float32)
@@ -89,12 +91,12 @@ def flash_backward(cfg, q, k, v, mask, out, lse, d_out):
     hkv, sp = k.shape[1], k.shape[2]
     groups = h // hkv
     nq, nk = tp // cfg.block_q, sp // cfg.block_k
-    delta = jnp.sum(d_out.astype(jnp.float32) * out.astype(jnp.float32), axis=-1)
+    delta = jnp.sum(d_out.astype(jnp.float32) * out.astype(jnp.float32), axis=-1, keepdims=True)
     args = (q, k, v, mask, d_out, lse, delta)
 
     # dK, dV: grid over KV blocks; full query rows of one head per program.
     full_q = pl.BlockSpec((None, None, tp, d), lambda bi, hi, j: (bi, hi, 0, 0))
-    full_row = pl.BlockSpec((None, None, tp), lambda bi, hi, j: (bi, hi, 0))
+    full_row = pl.BlockSpec((None, None, tp, 1), lambda bi, hi, j: (bi, hi, 0, 0))
     kv_block = pl.BlockSpec((None, None, cfg.block_k, d), lambda bi, hi, j: (bi, hi // groups, j, 0))
     per_head_kv = pl.BlockSpec((None, None, cfg.block_k, d), lambda bi, hi, j: (bi, hi, j, 0))
     grid = (b, h, nk)
@@ -121,7 +123,7 @@ def flash_backward(cfg, q, k, v, mask, out, lse, d_out):
 
     # dQ: grid over query blocks; full K/V of the group's KV head per program.
     q_block = pl.BlockSpec((None, None, cfg.block_q, d), lambda bi, hi, i: (bi, hi, i, 0))
-    row_block = pl.BlockSpec((None, None, cfg.block_q), lambda bi, hi, i: (bi, hi, i))
+    row_block = pl.BlockSpec((None, None, cfg.block_q, 1), lambda bi, hi, i: (bi, hi, i, 0))
     full_kv = pl.BlockSpec((None, None, sp, d), lambda bi, hi, i: (bi, hi // groups, 0, 0))
     grid = (b, h, nq)
     dq = pl.pallas_call(

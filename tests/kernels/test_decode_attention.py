@@ -90,5 +90,5 @@ def test_combine_splits_equals_softmax_over_concatenation():
     acc.append(jnp.zeros(1))
     m.append(jnp.float32(-1e30))
     l.append(jnp.float32(0.0))
-    got = combine_splits(jnp.stack(acc)[:, None, :], jnp.stack(m)[:, None], jnp.stack(l)[:, None])
+    got = combine_splits(jnp.stack(acc)[:, None, :], jnp.stack(m)[:, None, None], jnp.stack(l)[:, None, None])
     np.testing.assert_allclose(got[0], jax.nn.softmax(s) @ v, rtol=1e-6)
