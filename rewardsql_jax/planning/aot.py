@@ -1,0 +1,262 @@
+"""AOT memory planning: lower and compile the real train step and sampler for abstract inputs on a mesh.
+
+Nothing is allocated: the model and train state are built with ``eval_shape``, their shardings come from
+the parameters' ``logical_axes`` through the rules table, and every input is a ``ShapeDtypeStruct``
+carrying its ``NamedSharding``. The programs compiled are the library's own: ``make_train_step``'s jitted
+function and the sampler's jitted prefill and decode loop, so the compiler's memory and FLOP numbers
+describe exactly what a run would execute on that mesh (for the compiling backend: simulated CPU devices
+stand in for accelerators, so fusion and layout choices may differ somewhat from TPU/GPU).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+from rewardsql_jax.models.config import ModelConfig, resolve_dtype
+from rewardsql_jax.models.registry import build_model
+from rewardsql_jax.models.sharding import activation_sharding, logical_to_spec, make_mesh, param_shardings
+from rewardsql_jax.sampling.inputs import GEN_ROUND, bucket_length
+from rewardsql_jax.sampling.sampler import _decode, _prefill, _StaticOptions
+from rewardsql_jax.training.batch import RLBatch
+from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.sharding import batch_shardings, state_shardings
+from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step import make_train_step
+
+from .devices import planning_devices
+from .result import CompiledStats, Plan
+
+GRPO_OPTIONS = {"clip_eps": 0.2, "beta": 0.001, "kl": "k3", "temperature": 1.0}
+
+
+def shard_bytes(tree, shardings) -> int:
+    """Bytes one device holds of ``tree`` (abstract arrays) laid out by ``shardings`` (the same tree of
+    NamedShardings); the largest shard is counted, as every device allocates the padded shard."""
+    total = 0
+    for x, s in zip(jax.tree.leaves(tree), jax.tree.leaves(shardings)):
+        total += math.prod(s.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+    return total
+
+
+def _abstract(tree, shardings):
+    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
+
+
+def _stats(name: str, lowered) -> CompiledStats:
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    seconds = time.perf_counter() - t0
+    mem = compiled.memory_analysis()
+    cost = compiled.cost_analysis()
+    if isinstance(cost, (list, tuple)):  # older jax returns one dict per partition
+        cost = cost[0] if cost else {}
+    return CompiledStats(name=name, argument_bytes=int(mem.argument_size_in_bytes),
+                         output_bytes=int(mem.output_size_in_bytes), alias_bytes=int(mem.alias_size_in_bytes),
+                         temp_bytes=int(mem.temp_size_in_bytes),
+                         generated_code_bytes=int(mem.generated_code_size_in_bytes),
+                         flops=float((cost or {}).get("flops", 0.0)), compile_seconds=seconds), compiled
+
+
+def train_seq_len(prompt_len: int, response_len: int) -> int:
+    """The padded row length of an RL train batch (as ``stages.rl_batches.rl_length``)."""
+    return bucket_length(prompt_len + response_len)
+
+
+def analytic_kv_cache_bytes(cfg: ModelConfig, rows: int, cache_len: int, mesh) -> int:
+    """Per-device KV cache: 2 (K, V) x layers x one ``[rows, cache_len, kv_heads, head_dim]`` shard in the
+    compute dtype, sharded by the ``cache_*`` rules."""
+    shape = (rows, cache_len, cfg.num_key_value_heads, cfg.head_dim)
+    spec = logical_to_spec(("cache_batch", "cache_seq", "cache_kv_heads", "head_dim"), shape=shape, mesh=mesh)
+    shard = NamedSharding(mesh, spec).shard_shape(shape)
+    return 2 * cfg.num_hidden_layers * math.prod(shard) * resolve_dtype(cfg.dtype).itemsize
+
+
+def matmul_params(cfg: ModelConfig, num_params: int) -> int:
+    """Parameters used in matmuls: all but the input embedding table (a gather) unless it is tied."""
+    return num_params if cfg.tie_word_embeddings else num_params - cfg.vocab_size * cfg.hidden_size
+
+
+def analytic_train_flops(cfg: ModelConfig, num_params: int, rows: int, seq: int, *, reference: bool):
+    """(6 N tokens, 6 N tokens + reference forward 2 N tokens + attention score/value matmuls), whole step.
+
+    Attention per layer and sequence: 2 matmuls of 2 T^2 H D FLOPs forward (the model masks a full T x T
+    score matrix), x3 for forward + backward, +1 forward for the reference model.
+    """
+    n, tokens = matmul_params(cfg, num_params), rows * seq
+    six = 6.0 * n * tokens
+    passes = 4 if reference else 3
+    attention = passes * 4.0 * cfg.num_hidden_layers * rows * seq * seq * cfg.num_attention_heads * cfg.head_dim
+    return six, six + (2.0 * n * tokens if reference else 0.0) + attention
+
+
+_FIELDS = dict(input_ids=np.dtype(np.int32), attention_mask=np.dtype(np.int32), completion_mask=np.dtype(np.int32),
+               old_logprobs=np.dtype(np.float32), advantages=np.dtype(np.float32))
+
+
+def _rl_batch(rows: int, seq: int, mesh) -> RLBatch:
+    """Abstract GRPO batch (per-token advantages, sampler log-probs; reference log-probs from the state)."""
+    batch = RLBatch(**{k: jax.ShapeDtypeStruct((rows, seq), d) for k, d in _FIELDS.items()})
+    return _abstract(batch, batch_shardings(batch, mesh))
+
+
+def _train_stats(cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, compute_dtype, optimizer, reference):
+    tx = make_optimizer(optimizer)
+    state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=reference))
+    shardings = state_shardings(state, mesh)
+    step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=micro_batches,
+                           compute_dtype=compute_dtype)
+    # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
+    step.validate(RLBatch(**{k: np.broadcast_to(np.zeros((), d), (rows, seq)) for k, d in _FIELDS.items()}))
+    batch = _rl_batch(rows, seq, mesh)
+    lowered = step._build(state, batch).lower(_abstract(state, shardings), batch)
+    stats, _ = _stats("train step", lowered)
+    params = shard_bytes(state.params, shardings.params)
+    ref = shard_bytes(state.ref_params, shardings.ref_params) if reference else 0
+    opt = shard_bytes(state.opt_state, shardings.opt_state)
+    return stats, params, ref, opt
+
+
+def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len):
+    model = nnx.eval_shape(lambda: build_model(cfg))
+    graphdef, state = nnx.split(model)
+    state = _abstract(state, param_shardings(state, mesh))
+    width, capacity = bucket_length(prompt_len), -(-response_len // GEN_ROUND) * GEN_ROUND
+    opts = _StaticOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + capacity, gen_capacity=capacity)
+    tokens = activation_sharding(("batch", "seq"), mesh, shape=(rows, width))
+    repl = NamedSharding(mesh, PartitionSpec())
+    sds = lambda shape, dtype, sh=repl: jax.ShapeDtypeStruct(shape, dtype, sharding=sh)  # noqa: E731
+    key = jax.eval_shape(lambda: jax.random.key(0))
+    scalars = (sds((), jnp.float32), sds((), jnp.float32), sds((4,), jnp.int32), sds((), jnp.int32))
+    lowered = _prefill.lower(graphdef, state, sds((rows, width), jnp.int32, tokens),
+                             sds((rows, width), jnp.bool_, tokens),
+                             sds((rows,), jnp.int32, activation_sharding(("batch",), mesh, shape=(rows,))),
+                             sds(key.shape, key.dtype), *scalars, opts=opts)
+    prefill, compiled = _stats("sampler prefill", lowered)
+    # The decode loop takes the cache exactly as the compiled prefill lays it out.
+    st = jax.tree.map(lambda i, s: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=s), lowered.out_info,
+                      compiled.output_shardings)
+    kv_compiled = sum(math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+                      for x in jax.tree.leaves(st.cache))
+    decode, _ = _stats("sampler decode loop", _decode.lower(graphdef, state, st, sds((), jnp.int32), *scalars,
+                                                            opts=opts))
+    return prefill, decode, kv_compiled, opts.cache_len
+
+
+def planning_mesh(mesh_shape, devices=None):
+    """The ``(data, fsdp, tensor)`` mesh to compile for. ``devices``: None, a device count (needed when one
+    axis is -1) or a list of devices."""
+    given = None if devices is None or isinstance(devices, int) else list(devices)
+    count = devices if isinstance(devices, int) else (None if given is None else len(given))
+    if -1 in mesh_shape:
+        if count is None:
+            raise ValueError(f"mesh_shape={tuple(mesh_shape)} has a -1 axis; pass devices=N (a count) too")
+        need = count
+    else:
+        need = math.prod(mesh_shape)
+    return make_mesh(*mesh_shape, devices=planning_devices(need, given))
+
+
+def _measure(cfg, mesh, **kw):
+    """(train stats, prefill stats, decode stats, compiled KV bytes, param/ref/opt bytes, cache_len) for ``cfg``."""
+    train, params, ref, opt = _train_stats(cfg, mesh, rows=kw["rows"], seq=kw["seq"], loss=kw["loss"],
+                                           loss_options=kw["loss_options"], micro_batches=kw["micro_batches"],
+                                           compute_dtype=kw["compute_dtype"], optimizer=kw["optimizer"],
+                                           reference=kw["reference"])
+    prefill, decode, kv, cache_len = _sampler_stats(cfg, mesh, rows=kw["sample_rows"], prompt_len=kw["prompt_len"],
+                                                    response_len=kw["response_len"])
+    return train, prefill, decode, kv, (params, ref, opt), cache_len
+
+
+def lowered_train_flops(cfg, mesh, *, rows, seq, loss, loss_options, compute_dtype, optimizer, reference) -> float:
+    """Whole-step FLOPs (all devices) from XLA's cost analysis of the step lowered without micro-batching.
+
+    XLA's cost analysis counts a loop body once, so the micro-batched program (a scan) under-reports by the
+    number of micro-batches; the unsplit step does the same arithmetic and has no loop. Lowering only traces.
+    """
+    tx = make_optimizer(optimizer)
+    state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=reference))
+    step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=1, compute_dtype=compute_dtype)
+    batch = _rl_batch(rows, seq, mesh)
+    cost = step._build(state, batch).lower(_abstract(state, state_shardings(state, mesh)), batch).cost_analysis()
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else {}
+    return float((cost or {}).get("flops", 0.0))
+
+
+def _extrapolate(one: CompiledStats, two: CompiledStats, layers: int) -> CompiledStats:
+    """Linear in the layer count through the 1- and 2-layer measurements: f(1) + (L - 1) (f(2) - f(1))."""
+    lin = lambda a, b: a + (layers - 1) * (b - a)  # noqa: E731
+    return CompiledStats(name=one.name, argument_bytes=int(lin(one.argument_bytes, two.argument_bytes)),
+                         output_bytes=int(lin(one.output_bytes, two.output_bytes)),
+                         alias_bytes=int(lin(one.alias_bytes, two.alias_bytes)),
+                         temp_bytes=int(lin(one.temp_bytes, two.temp_bytes)),
+                         generated_code_bytes=int(lin(one.generated_code_bytes, two.generated_code_bytes)),
+                         flops=lin(one.flops, two.flops), compile_seconds=one.compile_seconds + two.compile_seconds)
+
+
+def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=None, prompts: int = 48,
+                samples: int = 8, prompt_len: int = 8192, response_len: int = 512, loss: str = "grpo",
+                loss_options: dict | None = None, micro_batches: int = 1, compute_dtype: str = "bfloat16",
+                optimizer: OptimizerConfig | None = None, reference: bool = True, sample_prompts: int | None = None,
+                hbm_gb: float | None = None, compile_layers: int | None = None, name: str | None = None) -> Plan:
+    """Compile the RL step of ``model_config`` for abstract inputs on a ``(data, fsdp, tensor)`` mesh.
+
+    The train step trains on ``prompts * samples`` rows of ``prompt_len + response_len`` tokens (bucketed as
+    the RL stage pads them) with ``micro_batches``-way accumulation, AdamW (``optimizer``, default
+    ``OptimizerConfig()``) and, when ``reference``, a frozen reference copy of the weights (KL). The sampler is
+    compiled for ``sample_prompts`` (default ``prompts``) x ``samples`` rows. ``compile_layers=None`` compiles
+    the full depth; a number below the layer count compiles 1 and 2 layers with the real widths and
+    extrapolates the compiled numbers linearly (stated in the plan). ``devices``: what to compile for
+    (default: the backend's devices if enough, else simulated CPU devices; see ``planning.devices``).
+    """
+    if loss != "grpo":
+        raise ValueError(f"loss={loss!r}: planning builds an RLBatch for the 'grpo' loss only")
+    mesh = planning_mesh(mesh_shape, devices)
+    cfg = model_config.replace(dtype=resolve_dtype(compute_dtype).name)
+    rows, sample_rows = prompts * samples, (sample_prompts or prompts) * samples
+    seq = train_seq_len(prompt_len, response_len)
+    kw = dict(rows=rows, seq=seq, loss=loss, loss_options={**GRPO_OPTIONS, **(loss_options or {})},
+              micro_batches=micro_batches, compute_dtype=compute_dtype, optimizer=optimizer or OptimizerConfig(),
+              reference=reference, sample_rows=sample_rows, prompt_len=prompt_len, response_len=response_len)
+    layers = cfg.num_hidden_layers
+    abstract = nnx.eval_shape(lambda: build_model(cfg))
+    num_params = sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
+    if compile_layers is None or compile_layers >= layers:
+        train, prefill, decode, kv_compiled, sizes, cache_len = _measure(cfg, mesh, **kw)
+        compiled_layers, extrapolated = layers, False
+    else:
+        one = _measure(cfg.replace(num_hidden_layers=1), mesh, **kw)
+        two = _measure(cfg.replace(num_hidden_layers=2), mesh, **kw)
+        train, prefill, decode = (_extrapolate(a, b, layers) for a, b in zip(one[:3], two[:3]))
+        kv_compiled = int(one[3] + (layers - 1) * (two[3] - one[3]))
+        sizes = _measure_sizes(cfg, mesh, kw)
+        cache_len, compiled_layers, extrapolated = one[5], 2, True
+    six, full = analytic_train_flops(cfg, num_params, rows, seq, reference=reference)
+    flops = lowered_train_flops(cfg, mesh, rows=rows, seq=seq, loss=loss, loss_options=kw["loss_options"],
+                                compute_dtype=compute_dtype, optimizer=kw["optimizer"], reference=reference)
+    ndev = mesh.devices.size
+    return Plan(model_name=name or f"{cfg.model_type} {num_params / 1e9:.2f}B", num_params=num_params,
+                num_layers=layers, mesh_shape=tuple(mesh.devices.shape), platform=mesh.devices.flat[0].platform, loss=loss,
+                prompts=prompts, samples=samples, sample_rows=sample_rows, prompt_len=prompt_len,
+                response_len=response_len, train_seq_len=seq, micro_batches=micro_batches,
+                compute_dtype=cfg.dtype, param_dtype=cfg.param_dtype, param_bytes=sizes[0], ref_param_bytes=sizes[1],
+                opt_state_bytes=sizes[2], kv_cache_bytes=analytic_kv_cache_bytes(cfg, sample_rows, cache_len, mesh),
+                kv_cache_bytes_compiled=kv_compiled, train=train, prefill=prefill, decode=decode,
+                train_flops=flops / ndev, analytic_flops_6nt=six / ndev, analytic_flops_full=full / ndev,
+                hbm_bytes=None if hbm_gb is None else int(hbm_gb * 1e9), compiled_layers=compiled_layers,
+                extrapolated=extrapolated)
+
+
+def _measure_sizes(cfg, mesh, kw):
+    """(param, reference, optimizer-state) bytes per device of the full-depth state, without compiling."""
+    tx = make_optimizer(kw["optimizer"])
+    state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=kw["reference"]))
+    sh = state_shardings(state, mesh)
+    ref = shard_bytes(state.ref_params, sh.ref_params) if kw["reference"] else 0
+    return shard_bytes(state.params, sh.params), ref, shard_bytes(state.opt_state, sh.opt_state)

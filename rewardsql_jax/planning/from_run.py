@@ -1,0 +1,55 @@
+"""Planning the RL stage of a pipeline ``RunConfig`` (what ``launch/run.py ... plan=true`` calls)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rewardsql_jax.models.config import ModelConfig
+
+from .aot import plan_memory
+from .presets import PRESETS, preset_config
+from .result import Plan
+
+
+def model_config_of(run_config) -> ModelConfig:
+    """The policy architecture of a run: the checkpoint's config.json; a known preset matched by the
+    checkpoint folder name when the folder is not on this machine; else the fresh Qwen2 of ``config.model``."""
+    m = run_config.model
+    if m.path:
+        if (Path(m.path) / "config.json").exists():
+            return ModelConfig.from_json(m.path, dtype=m.dtype, max_position_embeddings=max(m.max_len, 1))
+        name = Path(m.path).name.lower()
+        for preset in PRESETS:
+            if re.match(re.escape(preset) + r"(\b|-|$)", name):
+                return preset_config(preset, dtype=m.dtype)
+        raise FileNotFoundError(f"model.path={m.path} has no config.json here and matches no preset {list(PRESETS)}; "
+                                f"copy its config.json to this machine to plan it")
+    return ModelConfig(model_type="qwen2", vocab_size=m.vocab_size, hidden_size=m.hidden_size,
+                       intermediate_size=m.intermediate_size, num_hidden_layers=m.num_layers,
+                       num_attention_heads=m.num_heads, num_key_value_heads=m.num_kv_heads,
+                       head_dim=m.hidden_size // m.num_heads, tie_word_embeddings=True, attention_bias=True,
+                       max_position_embeddings=m.max_len, dtype=m.dtype)
+
+
+def plan_from_run_config(run_config, *, devices=None, hbm_gb: float | None = None,
+                         compile_layers: int | None = None) -> Plan:
+    """Plan the online RL step of ``run_config``: ``rl.prompts_per_step`` x ``rl.samples_per_prompt`` rows of
+    ``model.max_len`` tokens (``max_len - rl.max_new_tokens`` of prompt), ``mesh.micro_batches``, the sampler
+    called on the RL stage's prompt chunks. ``devices``: a count (when a mesh axis is -1) or devices."""
+    from rewardsql_jax.stages.rl_online import chunk_prompts, loss_setup
+
+    rl, mesh = run_config.rl, run_config.mesh
+    loss, options = loss_setup(rl)
+    if loss != "grpo":
+        raise ValueError(f"planning covers the GRPO algorithms; rl.algorithm={rl.algorithm!r} uses loss {loss!r}")
+    cfg = model_config_of(run_config)
+    prompt_len = run_config.model.max_len - rl.max_new_tokens
+    if prompt_len < 1:
+        raise ValueError(f"model.max_len={run_config.model.max_len} leaves no room for prompts with "
+                         f"rl.max_new_tokens={rl.max_new_tokens}")
+    return plan_memory(cfg, mesh_shape=(mesh.data, mesh.fsdp, mesh.tensor), devices=devices,
+                       prompts=rl.prompts_per_step, samples=rl.samples_per_prompt, prompt_len=prompt_len,
+                       response_len=rl.max_new_tokens, loss=loss, loss_options=options,
+                       micro_batches=mesh.micro_batches, compute_dtype=run_config.model.dtype,
+                       sample_prompts=chunk_prompts(rl.prompts_per_step), hbm_gb=hbm_gb,
+                       compile_layers=compile_layers, name=Path(run_config.model.path).name or None)

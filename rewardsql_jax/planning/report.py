@@ -1,0 +1,101 @@
+"""Printing a Plan as a table, and the "will it OOM" check the pipeline runs before training."""
+from __future__ import annotations
+
+import dataclasses
+
+from .result import GB, CompiledStats, Plan
+
+# Per-device HBM of common accelerators (vendor specifications), in GB.
+HBM_GB = {"v5p": 95.0, "v5e": 16.0, "v4": 32.0, "h100": 80.0, "a100": 80.0, "h200": 141.0}
+
+
+def _gb(n) -> str:
+    return f"{n / GB:10.2f} GB"
+
+
+def _tf(x) -> str:
+    return f"{x / 1e12:10.2f} TFLOP"
+
+
+def _program_rows(s: CompiledStats) -> list[str]:
+    return [f"  {s.name:<22} args {_gb(s.argument_bytes)}  out {_gb(s.output_bytes)}  aliased {_gb(s.alias_bytes)}"
+            f"  temp {_gb(s.temp_bytes)}  code {_gb(s.generated_code_bytes)}  peak {_gb(s.peak_bytes)}"
+            f"  compile {s.compile_seconds:6.1f} s"]
+
+
+def format_plan(plan: Plan) -> str:
+    """A fixed-width table of the plan (per-device memory, FLOPs, fit)."""
+    d, f, t = plan.mesh_shape
+    lines = [
+        f"AOT plan: {plan.model_name} ({plan.num_params / 1e9:.2f}B params, {plan.num_layers} layers), loss {plan.loss}",
+        f"mesh data={d} x fsdp={f} x tensor={t} = {plan.num_devices} {plan.platform} devices (compiled for); "
+        f"weights {plan.param_dtype}, compute {plan.compute_dtype}",
+        f"train: {plan.prompts} prompts x {plan.samples} samples = {plan.train_rows} rows x {plan.train_seq_len} "
+        f"tokens (prompt {plan.prompt_len} + response {plan.response_len}, bucketed), {plan.micro_batches} micro-batches "
+        f"of {plan.train_rows // plan.micro_batches} rows",
+        f"sampler: {plan.sample_rows} rows per call, prompt {plan.prompt_len} + {plan.response_len} new tokens",
+    ]
+    if plan.extrapolated:
+        lines.append(f"NOTE: compiled at 1 and 2 layers with the real widths and shapes; compiled numbers are "
+                     f"extrapolated linearly to {plan.num_layers} layers (f(1) + (L-1)(f(2)-f(1))).")
+    lines += [
+        "per device:",
+        f"  parameters (policy)    {_gb(plan.param_bytes)}",
+        f"  reference parameters   {_gb(plan.ref_param_bytes)}",
+        f"  optimizer state        {_gb(plan.opt_state_bytes)}",
+        f"  KV cache (analytic)    {_gb(plan.kv_cache_bytes)}   as compiled prefill lays it out {_gb(plan.kv_cache_bytes_compiled)}",
+        "compiled programs (XLA memory_analysis, per device):",
+        *_program_rows(plan.train), *_program_rows(plan.prefill), *_program_rows(plan.decode),
+        "FLOPs per train step, per device:",
+        f"  XLA cost analysis      {_tf(plan.train_flops)}",
+        f"  6 N tokens             {_tf(plan.analytic_flops_6nt)}   (ratio XLA / 6NT = "
+        f"{plan.train_flops / max(plan.analytic_flops_6nt, 1):.2f})",
+        f"  6NT + ref fwd + attn   {_tf(plan.analytic_flops_full)}",
+        f"peak per device          {_gb(plan.peak_bytes)}   (max of train step; sampler + optimizer state and "
+        f"reference kept resident {_gb(plan.resident_while_sampling)})",
+    ]
+    if plan.hbm_bytes is not None:
+        lines.append(f"device memory            {_gb(plan.hbm_bytes)}   -> {'FITS' if plan.fits else 'DOES NOT FIT'}"
+                     f" ({100 * plan.peak_bytes / plan.hbm_bytes:.0f}% of HBM)")
+    return "\n".join(lines)
+
+
+def print_plan(plan: Plan) -> None:
+    print(format_plan(plan))
+
+
+@dataclasses.dataclass(frozen=True)
+class FitCheck:
+    """Outcome of ``check_fits``: ``ok`` and a message naming the phase that needs the most memory."""
+
+    ok: bool
+    message: str
+    peak_bytes: int
+    hbm_bytes: int
+
+
+def check_fits(plan: Plan, hbm_gb: float | None = None) -> FitCheck:
+    """Compare the plan's per-device peak with the device memory (``hbm_gb`` or the plan's own)."""
+    hbm = int(hbm_gb * 1e9) if hbm_gb is not None else plan.hbm_bytes
+    if hbm is None:
+        raise ValueError("no device memory to compare with: pass hbm_gb (e.g. 95 for v5p, 80 for H100, 141 for H200)")
+    phases = {"train step": plan.train.peak_bytes,
+              "sampler prefill": plan.prefill.peak_bytes + plan.resident_while_sampling,
+              "sampler decode": plan.decode.peak_bytes + plan.resident_while_sampling}
+    worst = max(phases, key=phases.get)
+    peak = phases[worst]
+    if peak <= hbm:
+        return FitCheck(True, f"fits: peak {peak / GB:.2f} GB per device ({worst}) <= {hbm / GB:.2f} GB", peak, hbm)
+    msg = (f"will OOM: the {worst} needs {peak / GB:.2f} GB per device but a device has {hbm / GB:.2f} GB "
+           f"(train step {plan.train.peak_bytes / GB:.2f} GB with {plan.micro_batches} micro-batch(es), temp "
+           f"{plan.train.temp_bytes / GB:.2f} GB; params+optimizer+reference "
+           f"{(plan.param_bytes + plan.opt_state_bytes + plan.ref_param_bytes) / GB:.2f} GB). Raise mesh.micro_batches, "
+           f"shard wider (more fsdp / tensor devices), or shorten prompt / response lengths.")
+    return FitCheck(False, msg, peak, hbm)
+
+
+def assert_fits(plan: Plan, hbm_gb: float | None = None) -> None:
+    """Raise MemoryError with ``check_fits``'s message when the plan does not fit."""
+    check = check_fits(plan, hbm_gb)
+    if not check.ok:
+        raise MemoryError(check.message)
