@@ -100,7 +100,8 @@ class Node:
 @dataclasses.dataclass(frozen=True)
 class MCTSResult:
     """``root`` (the whole tree), the root's most visited action, visit counts and mean values of the
-    root's children (in action order), the most-visited path from the root, and simulations run."""
+    root's children (in action order), the most-visited path from the root, and the simulations this
+    call ran (``root.visits`` also counts those of an earlier search continued with ``root=``)."""
 
     root: Node
     best_action: Hashable
@@ -235,12 +236,14 @@ def mcts_search(root_state, problem: SearchProblem, config: MCTSConfig = MCTSCon
     rng = np.random.default_rng(config.seed)
     if root is None:
         root = Node(state=root_state, materialised=True)
+    runs = 0
     for _ in range(config.num_simulations):
         simulate(root, problem, config, rng)
+        runs += 1
         if root.terminal:
             break
     visits = {a: k.visits for a, k in root.children.items()}
     best = max(visits, key=visits.get) if visits and max(visits.values()) > 0 else None
     return MCTSResult(root=root, best_action=best, visit_counts=visits,
                       q_values={a: k.q for a, k in root.children.items()},
-                      principal_variation=principal_variation(root), simulations=root.visits)
+                      principal_variation=principal_variation(root), simulations=runs)

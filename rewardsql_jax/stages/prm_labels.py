@@ -17,6 +17,7 @@ without search, ``"drop"`` discards them. Rule filtering drops empty responses a
 before the search; after it, per question, labelled responses with the same syntax tree (identifiers and
 literals included: formatting-only differences) are merged, and ``dedup_keep < 1`` additionally keeps only
 that share of the parseable ones, the most structurally diverse (``sql.dedup``, Sec. 4.1's filter).
+``unparseable`` and ``dedup_keep`` are read from ``config.prm_labels`` when it has them (defaults "search", 1.0).
 
 Writes ``prm_labels/labels.jsonl``: {question_id, db_path, prompt, response, step_labels, first_wrong,
 source, parseable}; ``response`` joins the steps with "\\n\\n" so ``format_prm_input`` puts one tag per label.

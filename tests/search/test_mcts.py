@@ -141,3 +141,15 @@ def test_bad_inputs_give_clear_errors():
 
 def test_principal_variation_of_unvisited_tree_is_empty():
     assert principal_variation(Node(state=())) == ()
+
+
+def test_search_can_continue_an_existing_tree():
+    prob = _word_problem()
+    first = mcts_search((), prob, MCTSConfig(num_simulations=20, seed=0))
+    again = mcts_search(None, prob, MCTSConfig(num_simulations=30, seed=1), root=first.root)
+    assert again.simulations == 30 and again.root.visits == 50
+    # after committing to the best first letter, the subtree is reused as the new root
+    sub = again.root.children[again.best_action]
+    before = sub.visits
+    cont = mcts_search(None, prob, MCTSConfig(num_simulations=10), root=sub)
+    assert cont.root.visits == before + 10 and cont.root.state == (again.best_action,)
