@@ -85,3 +85,12 @@ def key_mask_of(batch: int, kv_len: int, kv_lengths=None, key_mask=None):
     if key_mask is not None:
         mask = mask & jnp.asarray(key_mask).astype(bool)
     return mask
+
+
+def kv_block_size(block_k: int, kv_len: int, backend: str) -> int:
+    """KV block size: clipped to the (power-of-two padded) length; on TPU a multiple of 128 lanes
+    unless one block covers the whole sequence (Mosaic tiles the key mask's lane dimension)."""
+    block_k = min(block_k, pl.next_power_of_2(kv_len))
+    if backend == "tpu" and block_k % 128 and block_k < kv_len:
+        block_k = min(128 * pl.cdiv(block_k, 128), pl.next_power_of_2(kv_len))
+    return block_k

@@ -21,7 +21,16 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from ._pallas_common import MASK_VALUE, call_kwargs, key_mask_of, pad_axis, read_scalar, resolve_backend, scalar_spec
+from ._pallas_common import (
+    MASK_VALUE,
+    call_kwargs,
+    key_mask_of,
+    kv_block_size,
+    pad_axis,
+    read_scalar,
+    resolve_backend,
+    scalar_spec,
+)
 
 
 def _decode_kernel(len_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, scale, block_k, backend):
@@ -107,7 +116,7 @@ def decode_attention(
         lengths = jnp.max(jnp.where(mask, jnp.arange(1, s + 1)[None, :], 0), axis=1)
     lengths = jnp.minimum(jnp.asarray(lengths, jnp.int32), s)
 
-    block_k = min(block_k, pl.next_power_of_2(s))
+    block_k = kv_block_size(block_k, s, backend)
     num_splits = max(1, min(num_splits, pl.cdiv(s, block_k)))
     split_len = pl.cdiv(pl.cdiv(s, block_k), num_splits) * block_k
     k_cache = pad_axis(k_cache, 1, split_len)

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from ._pallas_common import MASK_VALUE, call_kwargs, key_mask_of, pad_axis, resolve_backend
+from ._pallas_common import MASK_VALUE, call_kwargs, key_mask_of, kv_block_size, pad_axis, resolve_backend
 from .flash_attention_bwd import flash_backward
 
 
@@ -162,7 +162,8 @@ def flash_attention(
     ``key_mask [B, S]`` mark valid keys; ``causal`` requires T == S (query i sees keys ``<= i``).
     Same semantics as ``reference.mha_reference``; differentiable (Pallas backward kernels).
     ``backend`` is ``"tpu"``/``"gpu"`` (default: the current platform); ``interpret=True`` runs the
-    kernels in the Pallas interpreter (CPU tests). Block sizes are clipped to the padded lengths.
+    kernels in the Pallas interpreter (CPU tests). Block sizes are clipped to the padded lengths (and
+    on TPU the KV block is rounded up to 128 lanes, see ``kv_block_size``).
     """
     b, t, h, d = q.shape
     s, hkv = k.shape[1], k.shape[2]
@@ -170,14 +171,15 @@ def flash_attention(
         raise ValueError(f"num heads {h} is not a multiple of num kv heads {hkv}")
     if causal and t != s:
         raise ValueError(f"causal flash attention needs T == S, got T={t}, S={s}")
+    backend = resolve_backend(backend, interpret)
     block_q = min(block_q, pl.next_power_of_2(t))
-    block_k = min(block_k, pl.next_power_of_2(s))
+    block_k = kv_block_size(block_k, s, backend)
     cfg = FlashConfig(
         scale=float(d**-0.5 if scale is None else scale),
         causal=causal,
         block_q=block_q,
         block_k=block_k,
-        backend=resolve_backend(backend, interpret),
+        backend=backend,
     )
     mask = key_mask_of(b, s, kv_lengths, key_mask).astype(jnp.int32)[:, None, :]
     mask = pad_axis(mask, 2, block_k)
