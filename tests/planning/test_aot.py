@@ -1,0 +1,63 @@
+"""AOT planning on 8 simulated CPU devices (subprocess): shard bytes, FLOPs, KV cache, OOM message."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORKER = Path(__file__).with_name("plan_worker.py")
+
+
+@pytest.fixture(scope="module")
+def plan():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    proc = subprocess.run([sys.executable, str(WORKER)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("PLAN_JSON "))
+    return json.loads(line[len("PLAN_JSON "):])
+
+
+def test_param_bytes_equal_real_shard_sizes(plan):
+    assert plan["param_bytes"] == plan["independent_param_bytes"]
+    # fsdp=4 x tensor=2 really shards: one device holds well under the full model
+    assert plan["param_bytes"] < plan["full_param_bytes"] / 4
+    # reference copy has the same layout; AdamW keeps two fp32 moments per parameter (+ scalar counts)
+    assert plan["ref_param_bytes"] == plan["param_bytes"]
+    assert 2 * plan["param_bytes"] <= plan["opt_state_bytes"] <= 2 * plan["param_bytes"] + 64
+
+
+def test_train_flops_near_6nt(plan):
+    assert plan["train_flops"] > 0
+    assert 0.5 <= plan["train_flops"] / plan["six_nt"] <= 2.0
+    assert 0.5 <= plan["train_flops"] / plan["full_analytic"] <= 2.0
+    # 6 N T by hand: N without the input embedding (untied), T = 16 rows x 32 tokens, over 8 devices
+    n = plan["num_params"] - 256 * 64
+    assert plan["six_nt"] == pytest.approx(6 * n * 16 * 32 / 8)
+
+
+def test_kv_cache_bytes_match_formula(plan):
+    # 2 (K, V) x 1 layer x [16 rows / (data*fsdp=4), 32 slots, 2 kv heads / tensor=2, 16] x bf16
+    expected = 2 * 1 * (16 // 4) * 32 * (2 // 2) * 16 * 2
+    assert plan["sample_rows"] == 16
+    assert plan["kv"] == expected
+    assert plan["kv_compiled"] > 0
+
+
+def test_memory_analysis_is_reported(plan):
+    assert plan["train_args"] >= 3 * plan["param_bytes"]  # params + reference + moments are arguments
+    assert plan["train_temp"] > 0
+    assert plan["peak"] > plan["train_args"] - 1
+    assert plan["fits"] is True
+    assert "FITS" in plan["table"] and "KV cache" in plan["table"]
+
+
+def test_too_small_hbm_gives_oom_message(plan):
+    assert plan["tiny_ok"] is False
+    assert "will OOM" in plan["tiny_message"] and "micro_batches" in plan["tiny_message"]
+
+
+def test_too_few_devices_fails_with_instructions(plan):
+    assert "xla_force_host_platform_device_count=16" in plan["too_many"]
+    assert "python -m rewardsql_jax.planning" in plan["too_many"]
