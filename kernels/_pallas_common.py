@@ -30,12 +30,12 @@ def resolve_backend(backend: str | None, interpret: bool) -> str:
     return backend
 
 
-def compiler_params(backend: str, num_grid_dims: int):
+def compiler_params(backend: str, num_grid_dims: int, num_warps: int = 4):
     """Per-backend ``compiler_params`` (``None`` in interpret mode)."""
     if backend == "gpu":
         from jax.experimental.pallas import triton as plgpu
 
-        return plgpu.CompilerParams(num_warps=4, num_stages=2)
+        return plgpu.CompilerParams(num_warps=num_warps, num_stages=2)
     if backend == "tpu":
         from jax.experimental.pallas import tpu as pltpu
 
@@ -43,9 +43,9 @@ def compiler_params(backend: str, num_grid_dims: int):
     return None
 
 
-def call_kwargs(backend: str, num_grid_dims: int) -> dict:
-    """Keyword arguments of ``pl.pallas_call`` that depend only on the backend."""
-    return dict(interpret=backend == "interpret", compiler_params=compiler_params(backend, num_grid_dims))
+def call_kwargs(backend: str, num_grid_dims: int, num_warps: int = 4) -> dict:
+    """Keyword arguments of ``pl.pallas_call`` that depend only on the backend (``num_warps``: Triton)."""
+    return dict(interpret=backend == "interpret", compiler_params=compiler_params(backend, num_grid_dims, num_warps))
 
 
 def scalar_spec(backend: str, index_map):

@@ -34,6 +34,8 @@ class FlashConfig:
     causal: bool
     block_q: int
     block_k: int
+    block_q_bwd: int
+    block_k_bwd: int
     backend: str  # "tpu" | "gpu" | "interpret"
 
 
@@ -119,7 +121,7 @@ def flash_forward(cfg: FlashConfig, q, k, v, mask):
         ],
         out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, h, tp, 1), jnp.float32)],
         name="flash_attention_fwd",
-        **call_kwargs(cfg.backend, len(grid)),
+        **call_kwargs(cfg.backend, len(grid), num_warps=4 if d <= 64 else 8),
     )(q, k, v, mask)
 
 
@@ -153,6 +155,8 @@ def flash_attention(
     scale: float | None = None,
     block_q: int = 128,
     block_k: int = 128,
+    block_q_bwd: int | None = None,
+    block_k_bwd: int | None = None,
     backend: str | None = None,
     interpret: bool = False,
 ):
@@ -162,8 +166,10 @@ def flash_attention(
     ``key_mask [B, S]`` mark valid keys; ``causal`` requires T == S (query i sees keys ``<= i``).
     Same semantics as ``reference.mha_reference``; differentiable (Pallas backward kernels).
     ``backend`` is ``"tpu"``/``"gpu"`` (default: the current platform); ``interpret=True`` runs the
-    kernels in the Pallas interpreter (CPU tests). Block sizes are clipped to the padded lengths (and
-    on TPU the KV block is rounded up to 128 lanes, see ``kv_block_size``).
+    kernels in the Pallas interpreter (CPU tests). Block sizes are powers of two, clipped to the
+    padded lengths (on TPU the KV block is rounded up to 128 lanes, see ``kv_block_size``). The
+    backward blocks default to 32 on GPU (its dK/dV accumulators live in registers, as in the
+    Triton FA2 tutorial) and to the forward blocks elsewhere.
     """
     b, t, h, d = q.shape
     s, hkv = k.shape[1], k.shape[2]
@@ -172,20 +178,26 @@ def flash_attention(
     if causal and t != s:
         raise ValueError(f"causal flash attention needs T == S, got T={t}, S={s}")
     backend = resolve_backend(backend, interpret)
-    block_q = min(block_q, pl.next_power_of_2(t))
-    block_k = kv_block_size(block_k, s, backend)
+    bwd_default = 32 if backend == "gpu" else None
+    block_q_bwd = block_q_bwd or bwd_default or block_q
+    block_k_bwd = block_k_bwd or bwd_default or block_k
     cfg = FlashConfig(
         scale=float(d**-0.5 if scale is None else scale),
         causal=causal,
-        block_q=block_q,
-        block_k=block_k,
+        block_q=min(block_q, pl.next_power_of_2(t)),
+        block_k=kv_block_size(block_k, s, backend),
+        block_q_bwd=min(block_q_bwd, pl.next_power_of_2(t)),
+        block_k_bwd=kv_block_size(block_k_bwd, s, backend),
         backend=backend,
     )
+    # Pad to a multiple of both block sizes (powers of two: the larger one).
+    q_multiple = max(cfg.block_q, cfg.block_q_bwd)
+    k_multiple = max(cfg.block_k, cfg.block_k_bwd)
     mask = key_mask_of(b, s, kv_lengths, key_mask).astype(jnp.int32)[:, None, :]
-    mask = pad_axis(mask, 2, block_k)
-    qt = pad_axis(q.transpose(0, 2, 1, 3), 2, block_q)
-    kt = pad_axis(k.transpose(0, 2, 1, 3), 2, block_k)
-    vt = pad_axis(v.transpose(0, 2, 1, 3), 2, block_k)
+    mask = pad_axis(mask, 2, k_multiple)
+    qt = pad_axis(q.transpose(0, 2, 1, 3), 2, q_multiple)
+    kt = pad_axis(k.transpose(0, 2, 1, 3), 2, k_multiple)
+    vt = pad_axis(v.transpose(0, 2, 1, 3), 2, k_multiple)
     out = _flash(cfg, qt, kt, vt, mask)
     return out[:, :, :t].transpose(0, 2, 1, 3)
 

@@ -13,6 +13,7 @@ GQA: dK/dV are produced per query head and summed over the heads of each group i
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -86,7 +87,11 @@ def _dq_kernel(q_ref, k_ref, v_ref, mask_ref, do_ref, lse_ref, delta_ref, dq_ref
 
 
 def flash_backward(cfg, q, k, v, mask, out, lse, d_out):
-    """Gradients ``(dq, dk, dv)`` on the kernel layout of ``flash_attention.flash_forward``."""
+    """Gradients ``(dq, dk, dv)`` on the kernel layout of ``flash_attention.flash_forward``.
+
+    Runs with the backward block sizes ``cfg.block_q_bwd`` / ``cfg.block_k_bwd``.
+    """
+    cfg = dataclasses.replace(cfg, block_q=cfg.block_q_bwd, block_k=cfg.block_k_bwd)
     b, h, tp, d = q.shape
     hkv, sp = k.shape[1], k.shape[2]
     groups = h // hkv

@@ -44,19 +44,27 @@ LEFT_PAD_MASK = (jnp.arange(50)[None, :] >= jnp.array([0, 13])[:, None]) & (
 )
 
 CASES = {
-    # name: (T, S, H, Hkv, causal, padding kwargs, block_q, block_k)
-    "mha_odd37_lengths": (37, 37, 2, 2, True, dict(kv_lengths=jnp.array([37, 20])), 16, 16),
-    "mqa_odd50_lengths": (50, 50, 4, 1, True, dict(kv_lengths=jnp.array([50, 33])), 32, 16),
-    "gqa_left_padded_mask": (50, 50, 4, 2, True, dict(key_mask=LEFT_PAD_MASK), 16, 32),
-    "gqa_noncausal_cross": (20, 45, 4, 2, False, dict(kv_lengths=jnp.array([45, 7])), 16, 16),
+    # name: (T, S, H, Hkv, causal, padding kwargs, block kwargs)
+    "mha_odd37_lengths": (37, 37, 2, 2, True, dict(kv_lengths=jnp.array([37, 20])), dict(block_q=16, block_k=16)),
+    "mqa_odd50_lengths_own_bwd_blocks": (
+        50,
+        50,
+        4,
+        1,
+        True,
+        dict(kv_lengths=jnp.array([50, 33])),
+        dict(block_q=32, block_k=16, block_q_bwd=16, block_k_bwd=32),
+    ),
+    "gqa_left_padded_mask": (50, 50, 4, 2, True, dict(key_mask=LEFT_PAD_MASK), dict(block_q=16, block_k=32)),
+    "gqa_noncausal_cross": (20, 45, 4, 2, False, dict(kv_lengths=jnp.array([45, 7])), dict(block_q=16, block_k=16)),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_flash_matches_reference_fp32(name):
-    t, s, h, hkv, causal, pad, bq, bk = CASES[name]
+    t, s, h, hkv, causal, pad, blocks = CASES[name]
     q, k, v, w = _inputs(2, t, s, h, hkv, 16)
-    kernel = functools.partial(flash_attention, causal=causal, block_q=bq, block_k=bk, interpret=True, **pad)
+    kernel = functools.partial(flash_attention, causal=causal, interpret=True, **blocks, **pad)
     ref = functools.partial(mha_reference, causal=causal, **pad)
     out, grads = _value_and_grads(kernel, q, k, v, w)
     ref_out, ref_grads = _value_and_grads(ref, q, k, v, w)
