@@ -7,3 +7,4 @@ from rewardsql_jax.data.schema import DbSchema, MSchemaOptions, m_schema, read_d
 from rewardsql_jax.data.prompts import plain_prompt, reward_sql_prompt
 from rewardsql_jax.data.builtin import make_builtin_benchmark, train_bpe_tokenizer
 from rewardsql_jax.data.tokenizer import encode_prompts, format_prompt, load_tokenizer
+from rewardsql_jax.data.grain_pipelines import PipelineConfig, PromptBatch, padding_fraction, preference_dataset, prm_dataset, prompt_dataset, sft_dataset
