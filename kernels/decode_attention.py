@@ -5,7 +5,8 @@ A single query leaves little parallelism per (batch, head), so the cache is spli
 into ``num_splits`` chunks processed by separate programs; each returns an unnormalised partial
 (running max ``m``, sum ``l``, accumulator ``acc``) of the online softmax, and a cheap jnp reduction
 rescales and merges the partials. Programs skip the KV blocks at or after the sequence length, so
-the work follows the real lengths rather than ``S_max``.
+the work follows the real lengths rather than ``S_max`` (on GPU the loads too; on TPU the BlockSpec
+pipeline still copies each split's block into VMEM, so there the skip saves compute only).
 
 GQA: one program serves all ``H // Hkv`` query heads that share a KV head, so each K/V block is
 read once per group (padded to at least 8/16 rows, the smallest matmul tile). The cache is read in
