@@ -32,6 +32,7 @@ class FlashConfig:
 
     scale: float
     causal: bool
+    q_offset: int  # causal: query i sits at key position q_offset + i
     block_q: int
     block_k: int
     block_q_bwd: int
@@ -39,19 +40,20 @@ class FlashConfig:
     backend: str  # "tpu" | "gpu" | "interpret"
 
 
-def causal_kv_blocks(q_block, block_q: int, block_k: int, num_kv_blocks: int, causal: bool):
+def causal_kv_blocks(q_block, cfg: FlashConfig, num_kv_blocks: int):
     """Number of KV blocks query block ``q_block`` must visit (all of them unless causal)."""
-    if not causal:
+    if not cfg.causal:
         return num_kv_blocks
-    return jnp.minimum(num_kv_blocks, pl.cdiv((q_block + 1) * block_q, block_k))
+    return jnp.minimum(num_kv_blocks, pl.cdiv((q_block + 1) * cfg.block_q + cfg.q_offset, cfg.block_k))
 
 
-def visible_block(key_mask_block, q_start, k_start, block_q: int, block_k: int, causal: bool):
+def visible_block(key_mask_block, q_start, k_start, cfg: FlashConfig):
     """``[block_q, block_k]`` visibility: key mask (``[1, block_k]`` int32) and causal order."""
-    visible = jnp.broadcast_to(key_mask_block != 0, (block_q, block_k))
-    if causal:
-        q_pos = q_start + jax.lax.broadcasted_iota(jnp.int32, (block_q, block_k), 0)
-        k_pos = k_start + jax.lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
+    shape = (cfg.block_q, cfg.block_k)
+    visible = jnp.broadcast_to(key_mask_block != 0, shape)
+    if cfg.causal:
+        q_pos = q_start + cfg.q_offset + jax.lax.broadcasted_iota(jnp.int32, shape, 0)
+        k_pos = k_start + jax.lax.broadcasted_iota(jnp.int32, shape, 1)
         visible = visible & (q_pos >= k_pos)
     return visible
 
@@ -72,7 +74,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, mask_ref, o_ref, lse_ref, *, cfg: Flash
         start = pl.multiple_of(j * bk, bk)
         k = k_ref[pl.ds(start, bk), :]
         v = v_ref[pl.ds(start, bk), :]
-        visible = visible_block(mask_ref[:, pl.ds(start, bk)], qi * bq, start, bq, bk, cfg.causal)
+        visible = visible_block(mask_ref[:, pl.ds(start, bk)], qi * bq, start, cfg)
         s = jnp.where(visible, scores(q, k, cfg.scale), MASK_VALUE)
         m_new = jnp.maximum(m, jnp.max(s, axis=1, keepdims=True))
         p = jnp.where(visible, jnp.exp(s - m_new), 0.0)
@@ -87,7 +89,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, mask_ref, o_ref, lse_ref, *, cfg: Flash
         jnp.zeros((bq, 1), jnp.float32),
         jnp.zeros((bq, q_ref.shape[-1]), jnp.float32),
     )
-    hi = causal_kv_blocks(qi, bq, bk, num_kv_blocks, cfg.causal)
+    hi = causal_kv_blocks(qi, cfg, num_kv_blocks)
     m, l, acc = jax.lax.fori_loop(0, hi, body, init)
     empty = l == 0.0  # no visible key: output zeros
     l_safe = jnp.where(empty, 1.0, l)
@@ -150,6 +152,7 @@ def flash_attention(
     v,
     *,
     causal: bool = True,
+    q_offset: int = 0,
     kv_lengths=None,
     key_mask=None,
     scale: float | None = None,
@@ -163,7 +166,8 @@ def flash_attention(
     """Flash attention ``softmax(q k^T * scale) v`` with GQA, causality and key padding.
 
     q ``[B, T, H, D]``, k/v ``[B, S, Hkv, D]`` (H a multiple of Hkv); ``kv_lengths [B]`` and/or
-    ``key_mask [B, S]`` mark valid keys; ``causal`` requires T == S (query i sees keys ``<= i``).
+    ``key_mask [B, S]`` mark valid keys; ``causal``: query i sees keys ``<= q_offset + i`` (a static
+    int; 0 for self-attention and for a prefill written at cache slot 0, ``S - T`` for the last chunk).
     Same semantics as ``reference.mha_reference``; differentiable (Pallas backward kernels).
     ``backend`` is ``"tpu"``/``"gpu"`` (default: the current platform); ``interpret=True`` runs the
     kernels in the Pallas interpreter (CPU tests). Block sizes are powers of two, clipped to the
@@ -175,8 +179,8 @@ def flash_attention(
     s, hkv = k.shape[1], k.shape[2]
     if h % hkv:
         raise ValueError(f"num heads {h} is not a multiple of num kv heads {hkv}")
-    if causal and t != s:
-        raise ValueError(f"causal flash attention needs T == S, got T={t}, S={s}")
+    if q_offset < 0:
+        raise ValueError(f"q_offset must be >= 0, got {q_offset}")
     backend = resolve_backend(backend, interpret)
     bwd_default = 32 if backend == "gpu" else None
     block_q_bwd = block_q_bwd or bwd_default or block_q
@@ -184,6 +188,7 @@ def flash_attention(
     cfg = FlashConfig(
         scale=float(d**-0.5 if scale is None else scale),
         causal=causal,
+        q_offset=int(q_offset),
         block_q=min(block_q, pl.next_power_of_2(t)),
         block_k=kv_block_size(block_k, s, backend),
         block_q_bwd=min(block_q_bwd, pl.next_power_of_2(t)),

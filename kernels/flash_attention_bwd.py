@@ -29,7 +29,7 @@ def _probs_and_dscores(q, k, v, do, lse, delta, mask_block, q_start, k_start, cf
     ``lse`` and ``delta`` are ``[bq, 1]`` columns."""
     from .flash_attention import scores, visible_block
 
-    visible = visible_block(mask_block, q_start, k_start, cfg.block_q, cfg.block_k, cfg.causal)
+    visible = visible_block(mask_block, q_start, k_start, cfg)
     p = jnp.where(visible, jnp.exp(scores(q, k, cfg.scale) - lse), 0.0)
     dp = jax.lax.dot_general(do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
     return p, p * (dp - delta)
@@ -57,7 +57,7 @@ def _dkdv_kernel(q_ref, k_ref, v_ref, mask_ref, do_ref, lse_ref, delta_ref, dk_r
         return dk, dv
 
     # Causal: query blocks ending before this KV block starts see none of it.
-    lo = k_start // bq if cfg.causal else 0
+    lo = jnp.maximum(0, (k_start - cfg.q_offset) // bq) if cfg.causal else 0
     zeros = jnp.zeros(k_ref.shape, jnp.float32)
     dk, dv = jax.lax.fori_loop(lo, num_q_blocks, body, (zeros, zeros))
     dk_ref[...] = (dk * cfg.scale).astype(dk_ref.dtype)
@@ -81,7 +81,7 @@ def _dq_kernel(q_ref, k_ref, v_ref, mask_ref, do_ref, lse_ref, delta_ref, dq_ref
         _, ds = _probs_and_dscores(q, k, v, do, lse, delta, mask_ref[:, pl.ds(start, bk)], qi * bq, start, cfg)
         return dq + jnp.dot(ds.astype(k.dtype), k, preferred_element_type=jnp.float32)
 
-    hi = causal_kv_blocks(qi, bq, bk, num_kv_blocks, cfg.causal)
+    hi = causal_kv_blocks(qi, cfg, num_kv_blocks)
     dq = jax.lax.fori_loop(0, hi, body, jnp.zeros(q_ref.shape, jnp.float32))
     dq_ref[...] = (dq * cfg.scale).astype(dq_ref.dtype)
 

@@ -6,8 +6,8 @@ Conventions shared with the kernels:
 * q ``[B, T, H, D]``, k/v ``[B, S, Hkv, D]`` with grouped KV heads (GQA): query head ``h`` reads KV
   head ``h // (H // Hkv)`` (the grouping of ``models.transformer.attention``).
 * Padding is given by per-sequence ``kv_lengths [B]`` (keys ``s < length`` valid) and/or a boolean
-  ``key_mask [B, S]`` (both are ANDed); ``causal`` lets query ``i`` see keys ``j <= i`` (top-left
-  alignment, i.e. the self-attention of one sequence, T == S).
+  ``key_mask [B, S]`` (both are ANDed); ``causal`` lets query ``i`` see keys ``j <= q_offset + i``
+  (``q_offset = 0``: self-attention of one sequence, or a prefill written at cache slot 0).
 * Scores and softmax in fp32; the output has q's dtype. A query row with no visible key returns
   zeros (``models.transformer.attention`` returns an average of V there instead; both are padding
   rows nobody reads, and zeros keep the gradient through them exactly zero).
@@ -37,20 +37,18 @@ def _attend(q, k, v, visible, scale):
     return out.reshape(b, t, h, d).astype(q.dtype)
 
 
-def mha_reference(q, k, v, *, causal: bool = True, kv_lengths=None, key_mask=None, scale=None):
+def mha_reference(q, k, v, *, causal: bool = True, q_offset: int = 0, kv_lengths=None, key_mask=None, scale=None):
     """Multi-head / grouped-query attention ``softmax(q k^T * scale) v`` (Vaswani et al. 2017).
 
     q ``[B, T, H, D]``, k/v ``[B, S, Hkv, D]``; ``kv_lengths [B]`` and/or ``key_mask [B, S]`` mark
-    valid keys; ``causal`` masks keys after the query (requires T == S); ``scale`` defaults to
+    valid keys; ``causal`` masks keys after position ``q_offset + i`` for query ``i``; ``scale`` defaults to
     ``D**-0.5``. Returns ``[B, T, H, D]``.
     """
     b, t = q.shape[:2]
     s = k.shape[1]
     visible = key_mask_of(b, s, kv_lengths, key_mask)[:, None, :]
     if causal:
-        if t != s:
-            raise ValueError(f"causal attention needs as many queries as keys, got T={t}, S={s}")
-        visible = visible & jnp.tril(jnp.ones((t, s), dtype=bool))[None]
+        visible = visible & jnp.tri(t, s, k=q_offset, dtype=bool)[None]
     else:
         visible = jnp.broadcast_to(visible, (b, t, s))
     return _attend(q, k, v, visible, scale)

@@ -44,7 +44,7 @@ LEFT_PAD_MASK = (jnp.arange(50)[None, :] >= jnp.array([0, 13])[:, None]) & (
 )
 
 CASES = {
-    # name: (T, S, H, Hkv, causal, padding kwargs, block kwargs)
+    # name: (T, S, H, Hkv, causal, masking kwargs, block kwargs)
     "mha_odd37_lengths": (37, 37, 2, 2, True, dict(kv_lengths=jnp.array([37, 20])), dict(block_q=16, block_k=16)),
     "mqa_odd50_lengths_own_bwd_blocks": (
         50,
@@ -57,6 +57,16 @@ CASES = {
     ),
     "gqa_left_padded_mask": (50, 50, 4, 2, True, dict(key_mask=LEFT_PAD_MASK), dict(block_q=16, block_k=32)),
     "gqa_noncausal_cross": (20, 45, 4, 2, False, dict(kv_lengths=jnp.array([45, 7])), dict(block_q=16, block_k=16)),
+    # A chunk of 20 queries at positions 25..44 of a 45-slot cache (chunked prefill).
+    "gqa_causal_q_offset": (
+        20,
+        45,
+        4,
+        2,
+        True,
+        dict(q_offset=25, kv_lengths=jnp.array([45, 38])),
+        dict(block_q=16, block_k=16),
+    ),
 }
 
 
@@ -121,9 +131,9 @@ def test_dispatch_picks_reference_on_cpu_and_interpret_on_request():
     np.testing.assert_allclose(jax.jit(interp.from_mask)(q, k, v, mask), impl.from_mask(q, k, v, mask), atol=1e-5)
 
 
-def test_invalid_shapes_raise():
+def test_invalid_arguments_raise():
     q, k, v, _ = _inputs(1, 20, 24, 3, 2, 16)
     with pytest.raises(ValueError, match="multiple"):
         flash_attention(q, k, v, causal=False, interpret=True)
-    with pytest.raises(ValueError, match="T == S"):
-        flash_attention(q[:, :, :2], k, v, causal=True, interpret=True)
+    with pytest.raises(ValueError, match="q_offset"):
+        flash_attention(q[:, :, :2], k, v, causal=True, q_offset=-1, interpret=True)
