@@ -1,0 +1,115 @@
+"""``ConductorRunConfig``: the SQLConductor pipeline's frozen, validated configuration.
+
+Defaults run the whole method on the built-in benchmark on CPU with two small models trained from scratch
+(``configs/conductor_default.py``); ``configs/conductor_smoke.py`` is the CI-sized variant. Paper values
+where they exist: top-k = 3 workflows, power alpha = 2, GRPO clip 0.2.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from rewardsql_jax.stages.run_config import ModelConfigSection
+
+from .rewards import RewardConfig
+from .search import ExploreConfig
+
+
+def _positive(obj, *names):
+    for name in names:
+        if getattr(obj, name) <= 0:
+            raise ValueError(f"{type(obj).__name__}.{name} must be positive, got {getattr(obj, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConductorData:
+    """Built-in benchmark size and the fraction of questions whose quoted value is misspelt (``data.py``)."""
+
+    n_train_dbs: int = 6
+    n_test_dbs: int = 3
+    questions_per_db: int = 24
+    value_typo_rate: float = 0.5
+    max_explore_questions: int = 0   # 0 = every training question
+    max_eval_questions: int = 0
+
+    def __post_init__(self):
+        _positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
+        if not 0.0 <= self.value_typo_rate <= 1.0:
+            raise ValueError(f"data.value_typo_rate must be in [0, 1], got {self.value_typo_rate}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionModelConfig:
+    """The frozen action LLM: shape, SFT budget, decoding (greedy at evaluation, sampled in exploration)."""
+
+    shape: ModelConfigSection = ModelConfigSection(vocab_size=1024, hidden_size=128, intermediate_size=384,
+                                                   num_layers=2, num_heads=4, num_kv_heads=2, max_len=512)
+    steps: int = 400
+    batch_size: int = 16
+    lr: float = 3e-3
+    max_new_tokens: int = 96
+    explore_temperature: float = 0.8
+
+    def __post_init__(self):
+        _positive(self, "steps", "batch_size", "lr", "max_new_tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+    """The orchestration policy: shape, stability-weighted SFT (top-k, alpha), decoding and step limit."""
+
+    shape: ModelConfigSection = ModelConfigSection(vocab_size=1024, hidden_size=64, intermediate_size=192,
+                                                   num_layers=2, num_heads=4, num_kv_heads=2, max_len=1024)
+    sft_steps: int = 150
+    batch_size: int = 8
+    lr: float = 3e-3
+    top_k: int = 3
+    alpha: float = 2.0
+    max_steps: int = 6
+    max_new_tokens: int = 40
+
+    def __post_init__(self):
+        _positive(self, "sft_steps", "batch_size", "lr", "top_k", "max_steps", "max_new_tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConductorRLConfig:
+    """Curriculum GRPO (Sec. 4.4): group size G, clip, KL to the SFT policy, reward lambda and exact bonus."""
+
+    steps: int = 8
+    prompts_per_step: int = 8
+    group_size: int = 4
+    lr: float = 5e-4
+    clip_eps: float = 0.2
+    kl_beta: float = 0.01
+    temperature: float = 1.0
+    hard_threshold: float = 1.0
+    reward: RewardConfig = RewardConfig()
+
+    def __post_init__(self):
+        _positive(self, "steps", "prompts_per_step", "lr", "temperature")
+        if self.group_size < 2:
+            raise ValueError(f"rl.group_size must be >= 2 (GRPO compares rollouts of a group), got {self.group_size}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConductorRunConfig:
+    """Everything ``run_conductor`` needs; ``pipeline = "conductor"`` lets ``launch/run.py`` dispatch on it."""
+
+    pipeline: str = "conductor"
+    name: str = "conductor_default"
+    run_dir: str = "runs/conductor_default"
+    seed: int = 0
+    fixed_workflow: tuple = ("generate_sql", "refine_sql", "terminate")
+    data: ConductorData = ConductorData()
+    action: ActionModelConfig = ActionModelConfig()
+    explore: ExploreConfig = ExploreConfig()
+    policy: PolicyConfig = PolicyConfig()
+    rl: ConductorRLConfig = ConductorRLConfig()
+
+    def __post_init__(self):
+        if self.pipeline != "conductor":
+            raise ValueError(f"ConductorRunConfig.pipeline must be 'conductor', got {self.pipeline!r}")
+        from .actions import ACTIONS
+        unknown = [a for a in self.fixed_workflow if a not in ACTIONS]
+        if unknown:
+            raise ValueError(f"fixed_workflow names unknown actions {unknown}; known: {sorted(ACTIONS)}")

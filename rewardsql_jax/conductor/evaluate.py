@@ -1,0 +1,85 @@
+"""Online evaluation (Algorithm 3) and its report: EX, action calls, tokens, workflow lengths by difficulty.
+
+All episodes of an evaluation run concurrently through one ``CallBatcher`` (policy and action model
+batched across questions). EX follows the BIRD set rule; a workflow that returns no SQL is wrong.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from rewardsql_jax.sql import execute
+
+from .batching import CallBatcher
+from .episode import run_workflow
+from .lm import action_handler
+from .rewards import RewardConfig, score_sql
+from .rollout import bind, policy_episode
+from .state import State
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeRecord:
+    question_id: int
+    difficulty: str
+    workflow: tuple
+    num_calls: int
+    policy_tokens: int
+    action_tokens: int
+    final_sql: str | None
+    executable: bool
+    exact: bool
+    reward: float
+
+
+def initial_state(ex, env) -> State:
+    return State(question=ex.question, db_path=ex.db_path, difficulty=ex.difficulty, env=env)
+
+
+def _record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig) -> EpisodeRecord:
+    r = score_sql(ex.db_path, state.final_sql, execute(ex.db_path, ex.gold_sql), reward_cfg)
+    return EpisodeRecord(ex.question_id, ex.difficulty, state.workflow, state.num_calls, policy_tokens,
+                         state.action_tokens, state.final_sql, r.executable, r.exact, r.reward)
+
+
+def run_policy_episodes(examples, env, tokenizer, policy_server, action_server, *, max_steps: int,
+                        reward_cfg: RewardConfig = RewardConfig(), repeats: int = 1):
+    """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups)."""
+    batcher = CallBatcher({"policy": policy_server.serve, "action": action_handler(action_server, tokenizer)})
+    items = [ex for ex in examples for _ in range(repeats)]
+    jobs = [lambda call, ex=ex: policy_episode(initial_state(ex, env), call, tokenizer, max_steps=max_steps,
+                                               max_len=policy_server.max_len,
+                                               max_new_tokens=policy_server.max_new_tokens) for ex in items]
+    rollouts = batcher.run(jobs)
+    records = [_record(ex, r.state, r.policy_tokens, reward_cfg) for ex, r in zip(items, rollouts)]
+    return records, rollouts
+
+
+def run_fixed_workflow(examples, env, tokenizer, action_server, workflow,
+                       reward_cfg: RewardConfig = RewardConfig()) -> list:
+    """The fixed-workflow baseline (e.g. generate -> refine -> terminate) on every example."""
+    batcher = CallBatcher({"action": action_handler(action_server, tokenizer)})
+    jobs = [lambda call, ex=ex: run_workflow(bind(initial_state(ex, env), call), workflow) for ex in examples]
+    states = batcher.run(jobs)
+    return [_record(ex, s, 0, reward_cfg) for ex, s in zip(examples, states)]
+
+
+def summarize(records) -> dict:
+    """EX overall and by difficulty, executability, mean action calls / tokens, workflow-length histograms."""
+    n = max(len(records), 1)
+    by_diff = collections.defaultdict(list)
+    for r in records:
+        by_diff[r.difficulty].append(r)
+    return {
+        "questions": len(records),
+        "ex": sum(r.exact for r in records) / n,
+        "ex_by_difficulty": {d: sum(r.exact for r in rs) / len(rs) for d, rs in sorted(by_diff.items())},
+        "executable": sum(r.executable for r in records) / n,
+        "mean_action_calls": sum(r.num_calls for r in records) / n,
+        "mean_policy_tokens": sum(r.policy_tokens for r in records) / n,
+        "mean_action_tokens": sum(r.action_tokens for r in records) / n,
+        "mean_reward": sum(r.reward for r in records) / n,
+        "length_hist": {d: dict(sorted(collections.Counter(r.num_calls for r in rs).items()))
+                        for d, rs in sorted(by_diff.items())},
+        "action_counts": dict(collections.Counter(a for r in records for a in r.workflow).most_common()),
+    }

@@ -1,0 +1,72 @@
+"""The printed EX table and the workflow-length figure (SQLConductor Table 4 / Figure 7 analogues)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+METHOD_LABELS = {"fixed_workflow": "fixed workflow", "untrained_policy": "untrained policy",
+                 "sft_policy": "SFT policy", "sft_rl_policy": "SFT+RL policy"}
+
+
+def summary_lines(results: dict) -> list:
+    """One line per evaluated method: EX (overall, by difficulty), executability, calls and tokens per question."""
+    methods = [m for m in METHOD_LABELS if m in results.get("evaluations", {})]
+    if not methods:
+        return ["SQLConductor: no evaluation results"]
+    diffs = sorted({d for m in methods for d in results["evaluations"][m]["ex_by_difficulty"]})
+    head = f"{'method':<18} {'EX':>6} " + " ".join(f"{d[:5]:>6}" for d in diffs) + \
+        f" {'exec':>6} {'calls':>6} {'pol.tok':>8} {'act.tok':>8}"
+    lines = [f"SQLConductor on {results.get('benchmark', 'the built-in benchmark')} "
+             f"({results['evaluations'][methods[0]]['questions']} test questions)", head]
+    for m in methods:
+        s = results["evaluations"][m]
+        lines.append(f"{METHOD_LABELS[m]:<18} {100 * s['ex']:6.1f} "
+                     + " ".join(f"{100 * s['ex_by_difficulty'].get(d, 0.0):6.1f}" for d in diffs)
+                     + f" {100 * s['executable']:6.1f} {s['mean_action_calls']:6.2f} {s['mean_policy_tokens']:8.1f}"
+                       f" {s['mean_action_tokens']:8.1f}")
+    if results.get("figure"):
+        lines.append(f"workflow lengths by difficulty: {results['figure']}")
+    return lines
+
+
+def plot_workflow_lengths(evaluations: dict, path: str | Path,
+                          methods=("untrained_policy", "sft_policy", "sft_rl_policy")) -> Path | None:
+    """Bar chart of the action-call distribution per difficulty (+ All), one bar group per policy (Figure 7)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = [m for m in methods if m in evaluations]
+    if not methods:
+        return None
+    diffs = sorted({d for m in methods for d in evaluations[m]["length_hist"]}) + ["all"]
+    fig, axes = plt.subplots(1, len(diffs), figsize=(4 * len(diffs), 3.2), squeeze=False)
+    for ax, d in zip(axes[0], diffs):
+        hists = {}
+        for m in methods:
+            h = evaluations[m]["length_hist"]
+            if d == "all":
+                merged = {}
+                for per in h.values():
+                    for k, v in per.items():
+                        merged[int(k)] = merged.get(int(k), 0) + v
+                hists[m] = merged
+            else:
+                hists[m] = {int(k): v for k, v in h.get(d, {}).items()}
+        lengths = sorted({k for h in hists.values() for k in h}) or [0]
+        width = 0.8 / len(methods)
+        for i, m in enumerate(methods):
+            total = max(sum(hists[m].values()), 1)
+            ax.bar([x + i * width for x in range(len(lengths))], [hists[m].get(k, 0) / total for k in lengths],
+                   width=width, label=METHOD_LABELS[m])
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(lengths))], [str(k) for k in lengths])
+        ax.set_title(d.capitalize())
+        ax.set_xlabel("action calls")
+    axes[0][0].set_ylabel("fraction of questions")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

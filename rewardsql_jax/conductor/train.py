@@ -1,0 +1,73 @@
+"""Supervised training of the conductor's small models (action model SFT; stability-weighted policy SFT).
+
+Stability-weighted SFT (SQLConductor Sec. 4.4): each sequence's loss is the mean token NLL over its
+policy-written tokens (``<results>`` and prompt masked, the "result-masked loss" normalised per sequence),
+times the workflow's power-normalised weight w_tau, i.e. ``losses.sft(reduction="sequence_mean",
+weights=w)`` in the shared jitted train step.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from rewardsql_jax.models import ModelConfig, build_model
+from rewardsql_jax.stages.encoding import batch_indices, bucket_length, pad_rows
+from rewardsql_jax.training.batch import SFTBatch
+from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step import make_train_step
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTSample:
+    """Token ids, loss mask (1 = supervised) and the sequence weight."""
+
+    ids: tuple
+    mask: tuple
+    weight: float = 1.0
+
+
+def new_model(shape, tokenizer, seed: int):
+    """A fresh Qwen2 of ``shape`` (a ``stages.run_config.ModelConfigSection``) for ``tokenizer``."""
+    cfg = ModelConfig(model_type="qwen2", vocab_size=len(tokenizer), hidden_size=shape.hidden_size,
+                      intermediate_size=shape.intermediate_size, num_hidden_layers=shape.num_layers,
+                      num_attention_heads=shape.num_heads, num_key_value_heads=shape.num_kv_heads,
+                      head_dim=shape.hidden_size // shape.num_heads, rope_theta=10000.0, tie_word_embeddings=True,
+                      attention_bias=True, max_position_embeddings=shape.max_len,
+                      eos_token_id=tokenizer.eos_token_id, dtype=shape.dtype)
+    return build_model(cfg, seed=seed)
+
+
+def encode_sft(tokenizer, prompt: str, target: str) -> SFTSample:
+    """Prompt masked, target + EOS supervised."""
+    p = tokenizer(prompt, add_special_tokens=False).input_ids
+    t = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+    return SFTSample(tuple(p + t), tuple([0] * len(p) + [1] * len(t)))
+
+
+def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id: int, seed: int = 0,
+              reduction: str = "token_mean", warmup_steps: int = 10, max_len: int | None = None, log=None):
+    """Train ``model`` on ``samples``; returns (trained model, [(step, loss)]). Over-long samples are dropped."""
+    if max_len is not None:
+        samples = [s for s in samples if len(s.ids) <= max_len]
+    if not samples:
+        raise ValueError("no SFT samples fit the model's max_len; raise it or shorten the prompts")
+    opt = OptimizerConfig(learning_rate=lr, max_grad_norm=1.0, schedule="cosine",
+                          warmup_steps=min(warmup_steps, steps - 1), total_steps=max(steps, 2), min_lr_ratio=0.1)
+    state = create_train_state(model, make_optimizer(opt), seed=seed)
+    step_fn = make_train_step(state.graphdef, "sft", {"reduction": reduction})
+    curve = []
+    for i, idx in enumerate(batch_indices(len(samples), batch_size, steps, seed)):
+        chunk = [samples[j] for j in idx]
+        length = bucket_length(max(len(s.ids) for s in chunk))
+        batch = SFTBatch(input_ids=pad_rows([s.ids for s in chunk], length, pad_id),
+                         attention_mask=pad_rows([[1] * len(s.ids) for s in chunk], length, 0),
+                         loss_mask=pad_rows([s.mask for s in chunk], length, 0),
+                         weights=np.asarray([s.weight for s in chunk], np.float32))
+        state, metrics = step_fn(state, batch)
+        if i % 10 == 0 or i == steps - 1:
+            curve.append((i, float(metrics["loss"])))
+            if log:
+                log(f"  sft step {i}: loss {curve[-1][1]:.4f}")
+    return state.model(), curve

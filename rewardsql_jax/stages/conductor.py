@@ -1,0 +1,24 @@
+"""SQLConductor pipeline entry point (dispatched by ``launch/run.py`` when ``config.pipeline == "conductor"``).
+
+``run_conductor(config) -> results`` runs search-to-policy training and online inference on the built-in
+benchmark (see ``rewardsql_jax.conductor.pipeline``); ``summary_lines(results)`` is the printed EX table.
+"""
+from __future__ import annotations
+
+from rewardsql_jax.conductor.config import ConductorRunConfig
+from rewardsql_jax.conductor.pipeline import run_conductor as _run
+from rewardsql_jax.conductor.report import summary_lines
+
+
+def run_conductor(config: ConductorRunConfig, *, log=print) -> dict:
+    """Run the whole SQLConductor method for ``config``; returns the results dict (also in run_dir/results.json)."""
+    if not isinstance(config, ConductorRunConfig):
+        raise ValueError(f"run_conductor needs a ConductorRunConfig (configs/conductor_*.py), got {type(config).__name__}")
+    return _run(config, log=log)
+
+
+def print_summary(config, results: dict) -> None:
+    print("\n".join(summary_lines(results)))
+
+
+__all__ = ["run_conductor", "summary_lines", "print_summary"]
