@@ -6,8 +6,9 @@ kernels in the Pallas interpreter on any backend, which is how the CPU tests exe
 
 All three callables share the semantics of ``kernels.reference``:
 
-* ``flash(q, k, v, *, causal=True, kv_lengths=None, key_mask=None, scale=None)``: q ``[B,T,H,D]``,
-  k/v ``[B,S,Hkv,D]``, differentiable;
+* ``flash(q, k, v, *, causal=True, q_offset=0, kv_lengths=None, key_mask=None, scale=None)``: q
+  ``[B,T,H,D]``, k/v ``[B,S,Hkv,D]``, differentiable; with ``q_offset=0`` and ``key_mask`` it also
+  serves a prefill written at cache slot 0 (``CausalLM.forward_with_cache`` with ``write_index=0``);
 * ``decode(q, k_cache, v_cache, *, lengths=None, key_mask=None, scale=None)``: one query token;
 * ``from_mask(q, k, v, mask)``: same signature as ``models.transformer.attention`` for the
   ``causal & key_mask`` mask of ``CausalLM.hidden_states`` (rows with no visible key give zeros).
