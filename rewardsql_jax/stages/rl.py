@@ -30,7 +30,7 @@ from .cold_start import read_jsonl
 from .context import RunContext
 from .policy import load_model, save_model
 from .rl_batches import rl_length
-from .rl_checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
+from .rl_checkpoint import RLCheckpoints
 from .rl_online import (ONLINE_ALGORITHMS, PRM_ALGORITHMS, check_online_config, chunk_prompts, loss_setup,
                         pick_questions, step_rewards)
 from .rl_rollouts import sample_rollouts, score_rows
@@ -116,45 +116,64 @@ def _run_online(ctx: RunContext) -> dict:
     state = new_state(ctx)
     loss_name, options = loss_setup(rl)
     step_fn = make_train_step(state.graphdef, loss_name, options, micro_batches=micro_batches(ctx))
+    ckpt = RLCheckpoints(out)
     start, history = 0, []
-    restored = load_checkpoint(out / CHECKPOINT, state)
+    restored = ckpt.restore(state)
     if restored is not None:
         state, start, history = restored
         ctx.log({"stage": "rl", "resumed_at_step": start})
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     clauses = rl.algorithm == "reinforce_pp"
     host_fn = lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=clauses)  # noqa: E731
     limit, every, ran = stop_after(ctx), checkpoint_every(ctx), 0
     bar = tqdm(range(start, rl.steps), initial=start, total=rl.steps, desc=f"rl ({rl.algorithm})")
-    for step in bar:
-        t0 = time.perf_counter()
-        idx = pick_questions(len(data.records), rl.prompts_per_step, cfg.seed, step)
-        ro = sample_rollouts(state.model(), tok, [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx],
-                             samples=rl.samples_per_prompt, temperature=rl.temperature,
-                             max_new_tokens=rl.max_new_tokens, seed=cfg.seed * 100_003 + step, host_fn=host_fn,
-                             prompts_per_call=chunk_prompts(rl.prompts_per_step))
-        sr = step_rewards(rl.algorithm, rl.advantage_variant, ro, group_size=rl.samples_per_prompt, scorer=scorer,
-                          length=data.length, pad_id=pad)
-        state, m = step_fn(state, sr.batch)
-        rec = {"step": step, "reward": float(sr.rewards.mean()), "or_rate": float(ro.outcomes.rewards.mean()),
-               "executable_rate": float(ro.outcomes.executable.mean()), "loss": float(m["loss"]),
-               "kl": _scalar(m, "kl"), "clip_ratio": _scalar(m, "clip_ratio/region"),
-               "grad_norm": float(m["grad_norm"]), "loss_is_finite": bool(m["loss_is_finite"]),
-               "tokens": ro.tokens, "sample_seconds": ro.sample_seconds, "host_wait_seconds": ro.wait_seconds,
-               "step_seconds": time.perf_counter() - t0}
-        history.append(rec)
-        ctx.log({"stage": "rl", **rec})
-        bar.set_postfix(reward=f"{rec['reward']:.3f}", OR=f"{rec['or_rate']:.2f}", loss=f"{rec['loss']:.4f}")
-        ran += 1
-        last = step == rl.steps - 1
-        if last or (step + 1) % every == 0 or (limit and ran >= limit):
-            save_checkpoint(out / CHECKPOINT, state, step + 1, history)
-        if limit and ran >= limit and not last:
-            raise RLStopped(f"rl stopped after {ran} step(s) at step {step + 1}/{rl.steps} ({STOP_ENV} / rl.stop_after); "
-                            f"rerun to resume from {out / CHECKPOINT}")
+    try:
+        for step in bar:
+            state = _online_step(ctx, data, state, step_fn, step, host_fn, scorer, history, bar)
+            ran += 1
+            checkpoint_or_stop(ckpt, state, step, rl.steps, history, ran=ran, limit=limit, every=every)
+    finally:
+        ckpt.close()
     jax.block_until_ready(state.params)
     save_model(ctx, state.model(), out / "policy")
     return ctx.finish("rl", online_metrics(rl, history, resumed_from=start, dropped=data.dropped_too_long))
+
+
+def checkpoint_or_stop(ckpt: RLCheckpoints, state, step: int, steps: int, history: list, *, ran: int, limit: int,
+                       every: int) -> None:
+    """Checkpoint after every ``every``-th and the last step; stop (``RLStopped``) after ``limit`` steps of this
+    process, once the checkpoint is on disk."""
+    last, stop = step == steps - 1, bool(limit) and ran >= limit
+    if last or (step + 1) % every == 0 or stop:
+        ckpt.save(state, step + 1, history)
+    if stop and not last:
+        ckpt.wait()
+        raise RLStopped(f"rl stopped after {ran} step(s) at step {step + 1}/{steps} ({STOP_ENV} / rl.stop_after); "
+                        f"rerun to resume from the checkpoint in {ckpt.ck.directory}")
+
+
+def _online_step(ctx, data, state, step_fn, step, host_fn, scorer, history, bar):
+    """Sample, score and train on one rollout batch; append the step's record to ``history``."""
+    cfg, rl, tok = ctx.config, ctx.config.rl, ctx.tokenizer()
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    t0 = time.perf_counter()
+    idx = pick_questions(len(data.records), rl.prompts_per_step, cfg.seed, step)
+    ro = sample_rollouts(state.model(), tok, [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx],
+                         samples=rl.samples_per_prompt, temperature=rl.temperature,
+                         max_new_tokens=rl.max_new_tokens, seed=cfg.seed * 100_003 + step, host_fn=host_fn,
+                         prompts_per_call=chunk_prompts(rl.prompts_per_step))
+    sr = step_rewards(rl.algorithm, rl.advantage_variant, ro, group_size=rl.samples_per_prompt, scorer=scorer,
+                      length=data.length, pad_id=pad)
+    state, m = step_fn(state, sr.batch)
+    rec = {"step": step, "reward": float(sr.rewards.mean()), "or_rate": float(ro.outcomes.rewards.mean()),
+           "executable_rate": float(ro.outcomes.executable.mean()), "loss": float(m["loss"]),
+           "kl": _scalar(m, "kl"), "clip_ratio": _scalar(m, "clip_ratio/region"),
+           "grad_norm": float(m["grad_norm"]), "loss_is_finite": bool(m["loss_is_finite"]),
+           "tokens": ro.tokens, "sample_seconds": ro.sample_seconds, "host_wait_seconds": ro.wait_seconds,
+           "step_seconds": time.perf_counter() - t0}
+    history.append(rec)
+    ctx.log({"stage": "rl", **rec})
+    bar.set_postfix(reward=f"{rec['reward']:.3f}", OR=f"{rec['or_rate']:.2f}", loss=f"{rec['loss']:.4f}")
+    return state
 
 
 def online_metrics(rl, history: list, *, resumed_from: int, dropped: int) -> dict:

@@ -1,67 +1,66 @@
-"""Resumable RL state: params, optimizer state, step and RNG of the train state plus the step history.
+"""Resumable RL state: Orbax checkpoints of the train state plus the RL step and metrics history.
 
-Saved every few RL steps to ``rl/checkpoint/`` as ``state.npz`` (the leaves of ``(params, opt_state, step,
-rng)`` in ``jax.tree`` order) and ``meta.json`` (next step, metrics history), written to a temporary folder
-and renamed into place, so a run killed mid-save keeps its previous checkpoint. The reference params are
-not saved: they are the SFT policy, reloaded from ``sft/policy``. Restoring into a freshly created state
-of the same model and optimizer gives back exactly the saved arrays; since every RL step draws its prompts
-and sampling seed from ``(seed, step)`` alone, a resumed run repeats the uninterrupted run step for step.
+The train state (params, optimizer state, step, RNG, frozen reference) goes through
+``training.checkpoint.Checkpointer`` (Orbax: async, sharded, keep the 2 newest) under ``rl/checkpoint/``;
+next to it ``rl/checkpoint_meta/<n>.json`` holds, for the Orbax checkpoint of state step n, the next RL step
+and the metrics history. Orbax lists only finished checkpoints, so a run killed during an async save
+resumes from the previous one, whose meta file is still there. (RL step and state step differ only when
+the NaN guard skipped an update; then the state is unchanged and its meta file is simply rewritten.)
+
+Every RL step draws its questions and sampling seed from ``(seed, step)`` alone, so a resumed run repeats
+the uninterrupted run step for step and reaches the same parameters (tests/stages/test_rl.py).
 """
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import jax
-import numpy as np
-
+from rewardsql_jax.training.checkpoint import Checkpointer
 from rewardsql_jax.training.state import TrainState
 
 CHECKPOINT = "checkpoint"
+META = "checkpoint_meta"
 
 
-def _saved_tree(state: TrainState):
-    return (state.params, state.opt_state, state.step, state.rng)
+class RLCheckpoints:
+    """``save(state, next_step, history)`` / ``restore(like) -> (state, next_step, history) | None``."""
 
+    def __init__(self, stage_dir: Path, *, async_save: bool = True):
+        self.meta_dir = Path(stage_dir) / META
+        self.meta_dir.mkdir(parents=True, exist_ok=True)
+        self.ck = Checkpointer(Path(stage_dir) / CHECKPOINT, max_to_keep=2, async_save=async_save)
 
-def save_checkpoint(directory: Path, state: TrainState, next_step: int, history: list) -> Path:
-    """Write the state and history atomically to ``directory`` (replacing an older checkpoint)."""
-    directory = Path(directory)
-    tmp = directory.with_name(directory.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    leaves = [np.asarray(x) for x in jax.device_get(jax.tree.leaves(_saved_tree(state)))]
-    np.savez(tmp / "state.npz", **{f"leaf_{i:05d}": x for i, x in enumerate(leaves)})
-    (tmp / "meta.json").write_text(json.dumps({"next_step": int(next_step), "leaves": len(leaves),
-                                               "history": history}, default=float))
-    old = directory.with_name(directory.name + ".old")
-    if directory.exists():
-        directory.rename(old)
-    tmp.rename(directory)
-    if old.exists():
-        shutil.rmtree(old)
-    return directory
+    def save(self, state: TrainState, next_step: int, history: list) -> None:
+        step = int(state.step)
+        if step not in self.ck.all_steps():
+            self.ck.save(state)
+        tmp = self.meta_dir / f"{step}.json.tmp"
+        tmp.write_text(json.dumps({"next_step": int(next_step), "history": history}, default=float))
+        tmp.replace(self.meta_dir / f"{step}.json")
+        keep = set(self.ck.all_steps()) | {step}
+        for old in self.meta_dir.glob("*.json"):
+            if int(old.stem) not in keep:
+                old.unlink()
 
+    def restore(self, like: TrainState) -> tuple[TrainState, int, list] | None:
+        """The newest finished checkpoint restored into ``like`` (a fresh state of the same model/optimizer)."""
+        step = self.ck.latest_step()
+        if step is None:
+            return None
+        meta_path = self.meta_dir / f"{step}.json"
+        if not meta_path.exists():
+            raise FileNotFoundError(f"RL checkpoint {step} in {self.ck.directory} has no {meta_path}; delete "
+                                    f"{self.ck.directory} and {self.meta_dir} to start the RL stage over")
+        try:
+            state = self.ck.restore(step, like)
+        except (ValueError, TypeError, KeyError) as e:
+            raise ValueError(f"the RL checkpoint in {self.ck.directory} does not fit this model/optimizer (a "
+                             f"different config?): {e}. Delete it to start the RL stage over") from e
+        meta = json.loads(meta_path.read_text())
+        return state, int(meta["next_step"]), meta["history"]
 
-def load_checkpoint(directory: Path, state: TrainState) -> tuple[TrainState, int, list] | None:
-    """(state with the saved arrays, next step, history), or None when ``directory`` holds no checkpoint.
+    def wait(self) -> None:
+        self.ck.wait()
 
-    ``state`` supplies the tree structure (same model and optimizer); a mismatch is a clear error.
-    """
-    directory = Path(directory)
-    if not (directory / "meta.json").exists():
-        return None
-    meta = json.loads((directory / "meta.json").read_text())
-    tree = _saved_tree(state)
-    leaves, treedef = jax.tree.flatten(tree)
-    with np.load(directory / "state.npz") as f:
-        saved = [f[f"leaf_{i:05d}"] for i in range(meta["leaves"])]
-    shapes = [np.shape(x) for x in leaves]
-    if len(saved) != len(leaves) or any(s.shape != shape for s, shape in zip(saved, shapes)):
-        raise ValueError(f"the RL checkpoint in {directory} does not fit this model/optimizer (a different config?); "
-                         f"delete {directory} to start the RL stage over")
-    restored = [jax.numpy.asarray(s, dtype=np.asarray(x).dtype) for s, x in zip(saved, leaves)]
-    params, opt_state, step, rng = jax.tree.unflatten(treedef, restored)
-    return state.replace(params=params, opt_state=opt_state, step=step, rng=rng), int(meta["next_step"]), meta["history"]
+    def close(self) -> None:
+        self.ck.close()

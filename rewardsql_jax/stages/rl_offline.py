@@ -30,9 +30,9 @@ from rewardsql_jax.training.step import make_train_step
 from .context import RunContext
 from .encoding import batch_indices
 from .policy import save_model
-from .rl import (CHECKPOINT, RLStopped, STOP_ENV, checkpoint_every, load_checkpoint, load_prm_scorer, micro_batches,
-                 new_state, rl_data, save_checkpoint, stop_after)
+from .rl import checkpoint_every, checkpoint_or_stop, load_prm_scorer, micro_batches, new_state, rl_data, stop_after
 from .rl_batches import preference_batch, sft_batch
+from .rl_checkpoint import RLCheckpoints
 from .rl_online import chunk_prompts
 from .rl_rollouts import sample_rollouts, score_rows
 
@@ -110,37 +110,38 @@ def run_offline(ctx: RunContext) -> dict:
         return ctx.finish("rl", {**base, "steps": 0, "seconds": time.perf_counter() - t0,
                                  "warning": "nothing to train on (no pair with R_w > R_l / no candidate above "
                                             "rl.rs_threshold): rl/policy is the SFT policy"})
+    ckpt = RLCheckpoints(out)
     start, history = 0, []
-    restored = load_checkpoint(out / CHECKPOINT, state)
+    restored = ckpt.restore(state)
     if restored is not None:
         state, start, history = restored
     limit, every, ran = stop_after(ctx), checkpoint_every(ctx), 0
     batches = batch_indices(len(items), rl.prompts_per_step, rl.steps - start, cfg.seed, start_step=start)
-    for step, idx in zip(range(start, rl.steps), tqdm(batches, total=rl.steps - start, desc=f"rl ({rl.algorithm})")):
-        chosen = [items[i] for i in idx]
-        if rl.algorithm == "dpo":
-            batch = preference_batch([a["prompt_ids"] for a, _ in chosen], [a["token_ids"] for a, _ in chosen],
-                                     [b["token_ids"] for _, b in chosen], length=data.length, pad_id=pad)
-        else:
-            batch = sft_batch([c["prompt_ids"] for c in chosen], [c["token_ids"] for c in chosen],
-                              length=data.length, pad_id=pad)
-        state, m = step_fn(state, batch)
-        rec = {"step": step, "loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]),
-               **({"reward_accuracy": float(m["rewards/accuracies"]), "reward_margin": float(m["rewards/margins"])}
-                  if rl.algorithm == "dpo" else {})}
-        history.append(rec)
-        ctx.log({"stage": "rl", **rec})
-        ran += 1
-        last = step == rl.steps - 1
-        if last or (step + 1) % every == 0 or (limit and ran >= limit):
-            save_checkpoint(out / CHECKPOINT, state, step + 1, history)
-        if limit and ran >= limit and not last:
-            raise RLStopped(f"rl stopped after {ran} step(s) at step {step + 1}/{rl.steps} ({STOP_ENV}); rerun to resume")
+    try:
+        for step, idx in zip(range(start, rl.steps), tqdm(batches, total=rl.steps - start, desc=f"rl ({rl.algorithm})")):
+            batch = _batch(rl.algorithm, [items[i] for i in idx], data.length, pad)
+            state, m = step_fn(state, batch)
+            rec = {"step": step, "loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]),
+                   **({"reward_accuracy": float(m["rewards/accuracies"]), "reward_margin": float(m["rewards/margins"])}
+                      if rl.algorithm == "dpo" else {})}
+            history.append(rec)
+            ctx.log({"stage": "rl", **rec})
+            ran += 1
+            checkpoint_or_stop(ckpt, state, step, rl.steps, history, ran=ran, limit=limit, every=every)
+    finally:
+        ckpt.close()
     jax.block_until_ready(state.params)
     save_model(ctx, state.model(), out / "policy")
     return ctx.finish("rl", {**base, "steps": len(history), "resumed_from_step": start,
                              "loss_curve": [(h["step"], h["loss"]) for h in history], "final_loss": history[-1]["loss"],
                              "seconds": time.perf_counter() - t0})
+
+
+def _batch(algorithm, chosen, length, pad):
+    if algorithm == "dpo":
+        return preference_batch([a["prompt_ids"] for a, _ in chosen], [a["token_ids"] for a, _ in chosen],
+                                [b["token_ids"] for _, b in chosen], length=length, pad_id=pad)
+    return sft_batch([c["prompt_ids"] for c in chosen], [c["token_ids"] for c in chosen], length=length, pad_id=pad)
 
 
 def _mean(cands, key):

@@ -82,7 +82,8 @@ def test_reinforce_pp_trains_and_a_stopped_run_resumes_to_the_same_params(base, 
     with pytest.raises(RLStopped, match="rerun to resume"):
         _run(base, part)
     assert not (part / "rl" / "metrics.json").exists()
-    assert json.loads((part / "rl" / "checkpoint" / "meta.json").read_text())["next_step"] == 1
+    metas = list((part / "rl" / "checkpoint_meta").glob("*.json"))
+    assert len(metas) == 1 and json.loads(metas[0].read_text())["next_step"] == 1
     monkeypatch.delenv(STOP_ENV)
     resumed = _run(base, part)
     assert resumed["resumed_from_step"] == 1 and resumed["steps"] == 2
