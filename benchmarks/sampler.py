@@ -8,6 +8,7 @@ bandwidth measured here with a numpy copy, plus achieved FLOP/s against a measur
 
     python benchmarks/sampler.py            # ~12M config and the Qwen2.5-0.5B shape
     python benchmarks/sampler.py --quick    # ~12M config only
+    python benchmarks/sampler.py --single-thread   # torch and XLA each on one thread (fairer on a loaded host)
 """
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ import argparse
 import dataclasses
 import os
 import platform
+import sys
 import time
+
+if "--single-thread" in sys.argv:  # must be set before jax initialises its CPU backend
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import jax
 import jax.numpy as jnp
@@ -143,7 +149,10 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2, help="timed repetitions (best is reported)")
+    ap.add_argument("--single-thread", action="store_true", help="one thread for torch and for XLA")
     args = ap.parse_args()
+    if args.single_thread:
+        torch.set_num_threads(1)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
           f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__} ({torch.get_num_threads()} threads)")
     print(f"batch {args.batch}, prompt {args.prompt_len}, {args.new_tokens} new tokens, greedy, fp32\n")
@@ -152,6 +161,7 @@ def main():
     for name, shape in cases:
         rows.append(bench(name, shape, batch=args.batch, prompt_len=args.prompt_len, new_tokens=args.new_tokens,
                           repeats=args.repeats))
+        print(f"done: {rows[-1][0]}", flush=True)
     n = args.batch * args.new_tokens
     print("end-to-end = prefill + all decode steps; decode = per-step time from (t[n tokens] - t[1 token]) / (n - 1)")
     print(f"{'model':<14}{'params':>9}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}"
