@@ -21,6 +21,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.rewards.prm_scoring import PRMScorer
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
@@ -76,14 +77,19 @@ def load_prm_scorer(ctx: RunContext):
 
 
 def new_state(ctx: RunContext):
-    """Train state of the SFT policy with the SFT policy as frozen reference (constant lr, grad clip 1.0)."""
-    model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype)
+    """Train state of the SFT policy with the SFT policy as frozen reference (constant lr, grad clip 1.0),
+    sharded over the run's mesh when there is more than one device."""
+    model, mesh = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype), ctx.mesh()
+    if mesh is not None:
+        model = shard_model(model, mesh)
     opt = OptimizerConfig(learning_rate=ctx.config.rl.lr, max_grad_norm=1.0)
     return create_train_state(model, make_optimizer(opt), seed=ctx.config.seed, with_reference=True)
 
 
-def micro_batches(ctx: RunContext) -> int:
-    return int(getattr(getattr(ctx.config, "mesh", None), "micro_batches", 1))
+def train_step(ctx: RunContext, state, loss_name: str, options: dict | None = None):
+    """The jitted step on the run's mesh, splitting each batch into ``mesh.micro_batches``."""
+    return make_train_step(state.graphdef, loss_name, options, mesh=ctx.mesh(),
+                           micro_batches=ctx.config.mesh.micro_batches)
 
 
 def stop_after(ctx: RunContext) -> int:
@@ -115,7 +121,7 @@ def _run_online(ctx: RunContext) -> dict:
     scorer = load_prm_scorer(ctx) if rl.algorithm in PRM_ALGORITHMS else None
     state = new_state(ctx)
     loss_name, options = loss_setup(rl)
-    step_fn = make_train_step(state.graphdef, loss_name, options, micro_batches=micro_batches(ctx))
+    step_fn = train_step(ctx, state, loss_name, options)
     ckpt = RLCheckpoints(out)
     start, history = 0, []
     restored = ckpt.restore(state)

@@ -25,12 +25,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
-from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
 from .encoding import batch_indices
 from .policy import save_model
-from .rl import checkpoint_every, checkpoint_or_stop, load_prm_scorer, micro_batches, new_state, rl_data, stop_after
+from .rl import checkpoint_every, checkpoint_or_stop, load_prm_scorer, new_state, rl_data, stop_after, train_step
 from .rl_batches import preference_batch, sft_batch
 from .rl_checkpoint import RLCheckpoints
 from .rl_online import chunk_prompts
@@ -96,12 +95,12 @@ def run_offline(ctx: RunContext) -> dict:
     cands = _candidates(ctx, data, state)
     if rl.algorithm == "dpo":
         items = dpo_pairs(cands)
-        step_fn = make_train_step(state.graphdef, "dpo", {"beta": rl.dpo_beta}, micro_batches=micro_batches(ctx))
+        step_fn = train_step(ctx, state, "dpo", {"beta": rl.dpo_beta})
         info = {"pairs": len(items), "chosen_quadrants": _count([_quadrant(a) for a, _ in items]),
                 "rejected_quadrants": _count([_quadrant(b) for _, b in items])}
     else:
         items = rs_kept(cands, rl.rs_threshold)
-        step_fn = make_train_step(state.graphdef, "sft", micro_batches=micro_batches(ctx))
+        step_fn = train_step(ctx, state, "sft")
         info = {"kept": len(items), "kept_fraction": len(items) / max(len(cands), 1)}
     base = {"algorithm": rl.algorithm, "candidates": len(cands), "candidate_or_rate": _mean(cands, "or"),
             "candidate_pr_mean": _mean(cands, "pr"), **info}
