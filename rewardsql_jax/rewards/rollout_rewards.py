@@ -11,12 +11,11 @@ Three reward sources, one per algorithm family of the RL stage:
 
 Token alignment. The sampler returns token ids; the text that is executed and PRM-scored is
 ``decode(ids without EOS).strip()`` (as ``stages.generation`` decodes). Re-tokenising that text need not
-give back the sampled ids (a sampled tokenisation may be non-canonical), so ``decode_with_offsets`` gets each
-token's char span by decoding every prefix of the sampled ids: token k covers ``[len(decode(ids[:k])),
-len(decode(ids[:k+1])))``, shifted by the stripped leading whitespace. This is exact whenever every prefix
-decodes to a prefix of the full text (true for byte-level BPE except inside a multi-byte character split
-over tokens, where the span lands on a neighbouring token). The EOS token gets the span of the last
-character, so it carries the value of the step / clause it ends.
+give back the sampled ids (a sampled tokenisation may be non-canonical), so ``decode_with_offsets`` takes each
+token's char span from the ids themselves: the lengths of the single-token decodes when they concatenate to
+the full text (byte-level BPE), otherwise of the decodes of every prefix (a character split over tokens,
+SentencePiece's leading spaces), shifted by the stripped leading whitespace. The EOS token gets the span of
+the last character, so it carries the value of the step / clause it ends.
 
 Steps are the response's "\\n\\n"-separated blocks (``token_align.blank_line_spans``), exactly the blocks
 the PRM scores (``models.prm_head.format_prm_input``); for a well-formed Chain-of-CTEs they are its CTE steps
@@ -62,11 +61,10 @@ def decode_with_offsets(tokenizer, token_ids: Sequence[int], eos_ids: Sequence[i
     eos = set(int(e) for e in eos_ids)
     ids = [int(t) for t in token_ids]
     body = [t for t in ids if t not in eos]
-    prefixes = tokenizer.batch_decode([body[:k + 1] for k in range(len(body))], skip_special_tokens=True) if body else []
-    full = prefixes[-1] if prefixes else ""
+    full = tokenizer.decode(body, skip_special_tokens=True) if body else ""
     text = full.strip()
     lead = len(full) - len(full.lstrip())
-    ends = np.maximum.accumulate(np.asarray([len(p) for p in prefixes], np.int64)) if prefixes else np.zeros(0, np.int64)
+    ends = _token_ends(tokenizer, body, full)
     starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
     body_spans = np.clip(np.stack([starts, ends], axis=1) - lead, 0, len(text)) if len(ends) else np.zeros((0, 2), np.int64)
     last = (max(len(text) - 1, 0), len(text))
@@ -78,6 +76,18 @@ def decode_with_offsets(tokenizer, token_ids: Sequence[int], eos_ids: Sequence[i
             out.append(tuple(body_spans[k]))
             k += 1
     return DecodedCompletion(text=text, offsets=np.asarray(out, np.int64).reshape(-1, 2))
+
+
+def _token_ends(tokenizer, body: list, full: str) -> np.ndarray:
+    """End char of each token in ``full``: from single-token decodes when they concatenate to ``full`` (O(T)),
+    else from decoding every prefix (O(T^2); needed for a character split over tokens, SentencePiece spaces)."""
+    if not body:
+        return np.zeros(0, np.int64)
+    pieces = tokenizer.batch_decode([[t] for t in body], skip_special_tokens=True)
+    if "".join(pieces) != full:
+        pieces = tokenizer.batch_decode([body[:k + 1] for k in range(len(body))], skip_special_tokens=True)
+        return np.maximum.accumulate(np.asarray([len(p) for p in pieces], np.int64))
+    return np.cumsum(np.asarray([len(p) for p in pieces], np.int64))
 
 
 def execution_outcomes(pool, dbs: Sequence[str], preds: Sequence[str], golds: Sequence[str], *,

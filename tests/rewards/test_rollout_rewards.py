@@ -75,6 +75,21 @@ def test_offsets_of_a_non_canonical_tokenisation_and_stripped_whitespace(tok):
     assert empty.text == "" and empty.offsets.tolist() == [[0, 0]]
 
 
+def test_offsets_when_a_character_is_split_over_byte_tokens(tok):
+    text = "SELECT 'Zoë'"  # 'ë' was not in the training text: two byte-level tokens, each decoding to U+FFFD alone
+    ids = _ids(tok, text)
+    assert len(ids) > len(_ids(tok, "SELECT 'Zoe'"))
+    d = decode_with_offsets(tok, ids, [])
+    assert d.text == text
+    ends = d.offsets[:, 1]
+    assert (np.diff(ends) >= 0).all() and ends[-1] == len(text) and (d.offsets[:, 0] <= ends).all()
+    covered = np.zeros(len(text), bool)
+    for s, e in d.offsets:
+        covered[s:e] = True
+    assert covered.all()
+    assert "".join(text[s:e] for s, e in d.offsets) == text
+
+
 def _by_hand_paper(scores, outcomes):
     pr = np.array([np.mean(s) for s in scores])
     r = pr + np.asarray(outcomes)
