@@ -1,0 +1,82 @@
+"""Assembly of one online RL batch from hand-made rollouts: which reward feeds which batch field, per algorithm."""
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from rewardsql_jax.rewards.rollout_rewards import Outcomes, decode_with_offsets, process_token_advantages
+from rewardsql_jax.sql.clause_rewards import ClauseRewards
+from rewardsql_jax.sql.clauses import Clause
+from rewardsql_jax.stages.rl_online import check_online_config, loss_setup, step_rewards
+from rewardsql_jax.stages.rl_rollouts import Rollouts
+from rewardsql_jax.stages.run_config import RLConfig
+
+TEXTS = ["WITH t AS (SELECT a FROM x)\n\nSELECT a FROM t", "SELECT a FROM x"]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    t = Tokenizer(models.BPE())
+    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    t.decoder = decoders.ByteLevel()
+    t.train_from_iterator(TEXTS * 5, trainers.BpeTrainer(vocab_size=280, special_tokens=["<eos>"],
+                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<eos>")
+
+
+class FixedPRM:
+    """Test double of PRMScorer: one score per "\\n\\n" block, 0.8 then 0.3."""
+
+    def score(self, prompts, responses):
+        return [[0.8, 0.3][:len(r.split("\n\n"))] for r in responses]
+
+
+def _rollouts(tok):
+    ids = [tok(t, add_special_tokens=False).input_ids + [tok.eos_token_id] for t in TEXTS]
+    comps = [decode_with_offsets(tok, i, [tok.eos_token_id]) for i in ids]
+    out = Outcomes(rewards=np.array([1.0, 0.0], np.float32), executable=np.array([True, True]),
+                   gold_ok=np.array([True, True]), results=((None, None), (None, None)))
+    clauses = [ClauseRewards("correct", (Clause("SELECT", 0, len(TEXTS[0]), 1.5),), frozenset(), 2), None]
+    return Rollouts(prompt_ids=[[1, 2], [1, 2]], token_ids=ids, logprobs=[[-1.0] * len(i) for i in ids],
+                    records=[{"prompt": "q"}] * 2, completions=comps, outcomes=out, clauses=clauses,
+                    tokens=sum(map(len, ids)), sample_seconds=1.0, wait_seconds=0.0)
+
+
+def test_outcome_grpo_uses_per_sequence_z_scores(tok):
+    sr = step_rewards("grpo_outcome", "paper", _rollouts(tok), group_size=2, scorer=None, length=64, pad_id=0)
+    z = 1.0 / (np.std([1.0, 0.0], ddof=1) + 1e-4) * 0.5
+    np.testing.assert_allclose(sr.batch.advantages, [z, -z], rtol=1e-6)
+    assert sr.batch.token_rewards is None and sr.rewards.tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("algorithm,variant", [("grpo", "paper"), ("grpo", "released"),
+                                               ("grpo_deepseekmath", "paper")])
+def test_process_grpo_puts_step_advantages_on_completion_tokens(tok, algorithm, variant):
+    ro = _rollouts(tok)
+    sr = step_rewards(algorithm, variant, ro, group_size=2, scorer=FixedPRM(), length=64, pad_id=0)
+    want_variant = variant if algorithm == "grpo" else "deepseekmath"
+    expected = process_token_advantages(ro.completions, [[0.8, 0.3], [0.8]], [1.0, 0.0], 2, variant=want_variant)
+    for row, exp in enumerate(expected):
+        np.testing.assert_allclose(sr.batch.advantages[row, 2:2 + len(exp)], exp, rtol=1e-6)
+        assert not sr.batch.advantages[row, 2 + len(exp):].any() and not sr.batch.advantages[row, :2].any()
+    pr = np.array([0.55, 0.8])
+    np.testing.assert_allclose(sr.rewards, pr + [1.0, 0.0] if algorithm == "grpo" else pr, rtol=1e-6)
+    assert sr.step_scores == [[0.8, 0.3], [0.8]]
+
+
+def test_reinforce_pp_fills_token_rewards_from_clauses(tok):
+    ro = _rollouts(tok)
+    sr = step_rewards("reinforce_pp", "paper", ro, group_size=2, scorer=None, length=64, pad_id=0)
+    n0, n1 = len(ro.token_ids[0]), len(ro.token_ids[1])
+    assert sr.batch.advantages is None
+    assert (sr.batch.token_rewards[0, 2:2 + n0] == 1.5).all()  # one clause over the whole text (EOS included)
+    assert (sr.batch.token_rewards[1, 2:2 + n1] == -1.5).all()  # no clauses: the execution-error reward
+    assert sr.rewards.tolist() == [1.5, -1.5]
+
+
+def test_loss_options_follow_the_config():
+    name, opts = loss_setup(RLConfig(algorithm="grpo", clip_eps=0.3, kl_beta=0.01, temperature=0.7))
+    assert name == "grpo" and opts == {"clip_eps": 0.3, "beta": 0.01, "kl": "k3", "temperature": 0.7}
+    name, opts = loss_setup(RLConfig(algorithm="reinforce_pp", kl_beta=0.01))
+    assert name == "reinforce_pp" and opts["kl_coef"] == 0.01 and opts["gamma"] == 0.0
+    check_online_config(RLConfig(algorithm="reinforce_pp", samples_per_prompt=1))  # n = 1 is EXPO-SQL's setting
