@@ -9,3 +9,4 @@ from .from_run import model_config_of, plan_from_run_config
 from .presets import PRESETS, preset_config
 from .report import HBM_GB, FitCheck, assert_fits, check_fits, format_plan, print_plan
 from .result import CompiledStats, Plan
+from .launch import run_plan, split_plan_overrides

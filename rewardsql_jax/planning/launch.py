@@ -1,0 +1,59 @@
+"""``launch/run.py --config ... plan=true``: plan the run's RL step instead of running the pipeline.
+
+Options ride on the override list: ``plan=true`` turns planning on, ``plan.devices=8`` gives the device
+count (needed when a mesh axis is -1; default 8), ``plan.hbm=v5p`` (or GB) the per-device memory to check,
+``plan.compile_layers=2`` compiles 1 and 2 layers and extrapolates, ``plan.out=path`` saves the table.
+Call ``split_plan_overrides`` before ``apply_overrides`` and ``run_plan`` before any JAX operation, so the
+simulated CPU device count can still be set.
+"""
+from __future__ import annotations
+
+import math
+
+_TRUE = ("true", "1", "yes", "on")
+
+
+def split_plan_overrides(overrides) -> tuple[dict | None, list]:
+    """(plan options or None when ``plan`` is not true, the remaining ``key=value`` overrides)."""
+    opts, rest = {}, []
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key == "plan" or key.startswith("plan."):
+            opts[key[len("plan."):] if key != "plan" else "plan"] = value
+        else:
+            rest.append(item)
+    if opts.get("plan", "false").lower() not in _TRUE:
+        if set(opts) - {"plan"}:
+            raise ValueError(f"plan.* options {sorted(set(opts) - {'plan'})} need plan=true")
+        return None, rest
+    unknown = set(opts) - {"plan", "devices", "hbm", "compile_layers", "out"}
+    if unknown:
+        raise ValueError(f"unknown plan option(s) {sorted(unknown)}; use plan.devices, plan.hbm, "
+                         f"plan.compile_layers, plan.out")
+    return opts, rest
+
+
+def run_plan(run_config, options: dict):
+    """Plan ``run_config`` on simulated devices, print the table (and the OOM check), return the Plan."""
+    import jax
+
+    from .from_run import plan_from_run_config
+    from .report import HBM_GB, check_fits, format_plan
+
+    m = run_config.mesh
+    sizes = (m.data, m.fsdp, m.tensor)
+    n = int(options.get("devices") or (8 if -1 in sizes else math.prod(sizes)))
+    try:  # before the backend starts; harmless on accelerator hosts
+        jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError:
+        pass
+    hbm = options.get("hbm")
+    hbm_gb = None if not hbm else HBM_GB.get(hbm.lower()) or float(hbm)
+    layers = options.get("compile_layers")
+    plan = plan_from_run_config(run_config, devices=n, hbm_gb=hbm_gb, compile_layers=int(layers) if layers else None)
+    text = format_plan(plan) + ("\n" + check_fits(plan).message if hbm_gb else "")
+    print(text)
+    if options.get("out"):
+        with open(options["out"], "w") as fh:
+            fh.write(text + "\n")
+    return plan
