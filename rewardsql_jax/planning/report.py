@@ -86,11 +86,21 @@ def check_fits(plan: Plan, hbm_gb: float | None = None) -> FitCheck:
     peak = phases[worst]
     if peak <= hbm:
         return FitCheck(True, f"fits: peak {peak / GB:.2f} GB per device ({worst}) <= {hbm / GB:.2f} GB", peak, hbm)
+    d, f, _ = plan.mesh_shape
+    per_device = plan.train_rows // plan.micro_batches // max(d * f, 1)
+    if worst == "train step" and per_device > 1:
+        advice = (f"raise mesh.micro_batches (each micro-batch now puts {per_device} rows on a device; up to "
+                  f"{plan.train_rows // max(d * f, 1)} micro-batches), shard wider, or shorten prompt / response")
+    elif worst == "train step":
+        advice = ("micro-batches already put one row on each device: shorten prompt / response (activation memory "
+                  "grows with the square of the sequence: T x T attention scores per head and layer), shard heads "
+                  "wider (tensor), or rematerialise activations / use a flash-attention kernel")
+    else:
+        advice = "sample fewer prompts per sampler call, shard wider, or shorten prompt / response"
     msg = (f"will OOM: the {worst} needs {peak / GB:.2f} GB per device but a device has {hbm / GB:.2f} GB "
            f"(train step {plan.train.peak_bytes / GB:.2f} GB with {plan.micro_batches} micro-batch(es), temp "
            f"{plan.train.temp_bytes / GB:.2f} GB; params+optimizer+reference "
-           f"{(plan.param_bytes + plan.opt_state_bytes + plan.ref_param_bytes) / GB:.2f} GB). Raise mesh.micro_batches, "
-           f"shard wider (more fsdp / tensor devices), or shorten prompt / response lengths.")
+           f"{(plan.param_bytes + plan.opt_state_bytes + plan.ref_param_bytes) / GB:.2f} GB). To fit: {advice}.")
     return FitCheck(False, msg, peak, hbm)
 
 

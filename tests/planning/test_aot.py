@@ -55,7 +55,7 @@ def test_memory_analysis_is_reported(plan):
 
 def test_too_small_hbm_gives_oom_message(plan):
     assert plan["tiny_ok"] is False
-    assert "will OOM" in plan["tiny_message"] and "micro_batches" in plan["tiny_message"]
+    assert "will OOM" in plan["tiny_message"] and "To fit:" in plan["tiny_message"]
 
 
 def test_too_few_devices_fails_with_instructions(plan):

@@ -1,0 +1,31 @@
+"""The model architecture a RunConfig plans (no compilation)."""
+import dataclasses
+import json
+
+import pytest
+
+from rewardsql_jax.planning import model_config_of, preset_config
+from rewardsql_jax.stages.run_config import ModelConfigSection, RunConfig
+
+
+def test_missing_checkpoint_matches_preset_by_folder_name():
+    cfg = RunConfig(model=ModelConfigSection(path="/nowhere/Qwen2.5-Coder-7B-Instruct", dtype="bfloat16"))
+    m = model_config_of(cfg)
+    assert (m.hidden_size, m.num_hidden_layers, m.num_attention_heads, m.num_key_value_heads) == (3584, 28, 28, 4)
+    assert (m.intermediate_size, m.vocab_size, m.tie_word_embeddings, m.dtype) == (18944, 152064, False, "bfloat16")
+    assert model_config_of(dataclasses.replace(cfg, model=ModelConfigSection(path="/x/Qwen2.5-Coder-32B"))) \
+        == preset_config("qwen2.5-coder-32b", dtype="float32")
+
+
+def test_checkpoint_config_json_wins(tmp_path):
+    d = preset_config("qwen2.5-coder-7b").replace(num_hidden_layers=3).to_hf_dict()
+    (tmp_path / "config.json").write_text(json.dumps(d))
+    m = model_config_of(RunConfig(model=ModelConfigSection(path=str(tmp_path))))
+    assert m.num_hidden_layers == 3 and m.hidden_size == 3584
+
+
+def test_fresh_model_and_unknown_path():
+    m = model_config_of(RunConfig())
+    assert (m.hidden_size, m.num_hidden_layers, m.vocab_size) == (128, 2, 2048)
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        model_config_of(RunConfig(model=ModelConfigSection(path="/nowhere/some-model")))
