@@ -178,8 +178,8 @@ def _records(record, labelled, parseable, keep):
 
 def run_prm_labels(ctx: RunContext) -> dict:
     cfg, out, t0 = ctx.config.prm_labels, ctx.stage_dir("prm_labels"), time.perf_counter()
-    unparseable = getattr(cfg, "unparseable", "search")
-    keep = float(getattr(cfg, "dedup_keep", 1.0))
+    unparseable = cfg.unparseable
+    keep = float(cfg.dedup_keep)
     tok = ctx.tokenizer()
     train = read_jsonl(ctx.require("cold_start", "train.jsonl"))
     model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype)

@@ -96,8 +96,13 @@ class PRMLabelConfig:
     search_budget: int = 8            # MCTS rollouts per question
     temperature: float = 1.0
     max_new_tokens: int = 160
+    unparseable: str = "search"       # rollouts sqlglot cannot parse: search | negative (all steps 0) | drop
+    dedup_keep: float = 1.0           # per-question keep ratio of the tree-edit-distance dedup (1 = keep all)
 
     def __post_init__(self):
+        _choice(self, "unparseable", ("search", "negative", "drop"))
+        if not 0.0 < self.dedup_keep <= 1.0:
+            raise ValueError(f"prm_labels.dedup_keep must be in (0, 1], got {self.dedup_keep}")
         _positive(self, "num_questions", "rollouts_per_question", "completions_per_step", "search_budget",
                   "max_new_tokens")
 
