@@ -199,4 +199,7 @@ def online_metrics(rl, history: list, *, resumed_from: int, dropped: int) -> dic
             "nonfinite_steps": sum(not h["loss_is_finite"] for h in history),
             "seconds": seconds, "rollout_tokens": sum(h["tokens"] for h in history),
             "rollout_tokens_per_s": sum(h["tokens"] for h in history) / max(sample_s, 1e-9),
+            # without the first step of this history, whose sampling time includes the sampler's compilation
+            "rollout_tokens_per_s_warm": (sum(h["tokens"] for h in history[1:])
+                                          / max(sum(h["sample_seconds"] for h in history[1:]), 1e-9)),
             "host_wait_seconds": sum(h["host_wait_seconds"] for h in history)}
