@@ -83,7 +83,8 @@ def rs_kept(candidates: list[dict], threshold: float) -> list[dict]:
 
 
 def _quadrant(c: dict) -> str:
-    return f"{'+' if c['pr'] > 0.5 else '-'}PR/{'+' if c['or'] > 0 else '-'}OR"
+    """PR/OR quadrant of a candidate as the evaluate stage's Table 1 (+PR: PR >= 0.5)."""
+    return f"{'+' if c['pr'] >= 0.5 else '-'}PR/{'+' if c['or'] > 0 else '-'}OR"
 
 
 def run_offline(ctx: RunContext) -> dict:
