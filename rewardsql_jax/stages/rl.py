@@ -5,8 +5,9 @@
 (``rl_offline.py``). The reference policy of the KL / DPO terms is the SFT policy. The PRM is read from
 ``prm/model`` (written by the prm stage).
 
-Resume: the train state is checkpointed to ``rl/checkpoint`` every ``rl.checkpoint_every`` steps (default 5;
-read with getattr so the config may add the field) and after the last step; a rerun continues from it.
+Resume: the train state is checkpointed with Orbax (``rl_checkpoint.py``) to ``rl/checkpoint`` every
+``rl.checkpoint_every`` steps (default 5; read with getattr so the config may add the field) and after the
+last step; a rerun continues from the newest finished checkpoint (delete ``rl/`` to start over).
 ``rl.stop_after`` / env ``REWARDSQL_RL_STOP_AFTER=N`` checkpoints and stops after N steps of this process
 (raising ``RLStopped``): the test hook that simulates a killed run. Artefacts: ``rl/policy`` (HF dir) and
 ``rl/metrics.json`` (reward and OR-rate curves, first-vs-last OR rate, seconds, rollout tokens/s).
