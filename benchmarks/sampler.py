@@ -51,6 +51,7 @@ class Row:
     prefill_s: float
     step_s: float
     match: float
+    cpu: tuple = ()  # process CPU seconds (hf, hf_prefill, ours, ours_prefill); meaningful single-threaded
 
 
 def jax_twin(torch_model):
@@ -65,13 +66,17 @@ def jax_twin(torch_model):
     return nnx.merge(graphdef, nnx.from_flat_state(list(flat.items())))
 
 
-def timed(fn, repeats=1):
-    """Best wall time of ``repeats`` calls, and the last result."""
-    best, out = float("inf"), None
+def timed(fn, repeats=1, cpu_out=None):
+    """Best wall time of ``repeats`` calls and the last result; the best process CPU time is
+    appended to ``cpu_out`` when given (on a shared host, single-threaded CPU time is the figure that
+    does not depend on what else runs)."""
+    best, best_cpu, out = float("inf"), float("inf"), None
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
-        best = min(best, time.perf_counter() - t)
+        best, best_cpu = min(best, time.perf_counter() - t), min(best_cpu, time.process_time() - c)
+    if cpu_out is not None:
+        cpu_out.append(best_cpu)
     return best, out
 
 
@@ -90,19 +95,21 @@ def bench(name, shape, *, batch, prompt_len, new_tokens, repeats):
                                do_sample=False, pad_token_id=0, eos_token_id=None)[:, prompt_len:].numpy()
 
     hf_run(2)  # warm-up (allocator, kernels)
-    hf_s, hf_out = timed(lambda: hf_run(new_tokens), repeats)
-    hf_prefill_s, _ = timed(lambda: hf_run(1), repeats)
+    cpu = []
+    hf_s, hf_out = timed(lambda: hf_run(new_tokens), repeats, cpu)
+    hf_prefill_s, _ = timed(lambda: hf_run(1), repeats, cpu)
 
     cache = prompt_len + new_tokens  # one cache length: the 1-token and n-token runs share a compile
     ours = lambda n: generate(jm, prompts.tolist(), max_new_tokens=n, max_cache_len=cache)
     t0 = time.perf_counter()
     ours(new_tokens)
     first = time.perf_counter() - t0
-    ours_s, res = timed(lambda: ours(new_tokens), repeats)
-    prefill_s, _ = timed(lambda: ours(1), repeats)
+    ours_s, res = timed(lambda: ours(new_tokens), repeats, cpu)
+    prefill_s, _ = timed(lambda: ours(1), repeats, cpu)
     step_s = (ours_s - prefill_s) / (new_tokens - 1)
     match = float(np.mean(np.asarray(res.tokens) == hf_out))
-    return Row(name, n_params, hf_s, hf_prefill_s, ours_s, max(first - ours_s, 0.0), prefill_s, step_s, match), shape
+    return Row(name, n_params, hf_s, hf_prefill_s, ours_s, max(first - ours_s, 0.0), prefill_s, step_s, match,
+               tuple(cpu)), shape
 
 
 def measured_bandwidth(nbytes=1 << 30):
@@ -173,6 +180,15 @@ def main():
               f"{row.hf_s / row.ours_s:>6.2f}x{hf_step * 1e3:>12.1f}{row.step_s * 1e3:>14.1f}"
               f"{hf_step / row.step_s:>13.2f}x{row.hf_prefill_s:>14.2f}{row.prefill_s:>16.2f}"
               f"{row.compile_s:>11.1f}{100 * row.match:>12.0f}%")
+    if args.single_thread:
+        print("\nsame runs by process CPU time (one thread each, so this is the time on an idle core):")
+        print(f"{'model':<14}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}{'HF step ms':>12}{'ours step ms':>14}"
+              f"{'decode ratio':>14}{'HF prefill s':>14}{'ours prefill s':>16}")
+        for row, _ in rows:
+            hf, hf_pre, us, us_pre = row.cpu
+            hf_step, us_step = (hf - hf_pre) / (args.new_tokens - 1), (us - us_pre) / (args.new_tokens - 1)
+            print(f"{row.name:<14}{n / hf:>10.1f}{n / us:>12.1f}{hf / us:>6.2f}x{hf_step * 1e3:>12.1f}"
+                  f"{us_step * 1e3:>14.1f}{hf_step / us_step:>13.2f}x{hf_pre:>14.2f}{us_pre:>16.2f}")
     for row, shape in rows:
         if shape is QWEN25_05B:
             roofline(row, shape, batch=args.batch, cache_len=args.prompt_len + args.new_tokens)
