@@ -124,6 +124,11 @@ def test_offline_dpo_and_rs(base, tmp_path):
     assert m["candidates"] == 4 and m["pairs"] >= 1 and m["steps"] == 1 and np.isfinite(m["final_loss"])
     assert m["final_loss"] == pytest.approx(np.log(2.0), abs=1e-4)  # policy == reference at the first step
     assert _changed(dpo)
+    # A rerun reuses the saved candidates and the last checkpoint: nothing is sampled or trained again.
+    stamp = (dpo / "rl" / "candidates.jsonl").stat().st_mtime_ns
+    again = _run(base, dpo, algorithm="dpo", steps=1)
+    assert again["resumed_from_step"] == 1 and again["pairs"] == m["pairs"]
+    assert (dpo / "rl" / "candidates.jsonl").stat().st_mtime_ns == stamp
     rs = _copy(base, tmp_path, "rs", with_prm=True)
     m = _run(base, rs, algorithm="rs", steps=1, rs_threshold=-1.0)
     assert m["kept"] == 4 and m["kept_fraction"] == 1.0 and _changed(rs)
