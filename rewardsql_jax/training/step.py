@@ -9,6 +9,7 @@ leaves params, optimizer state and step unchanged and reports ``loss_is_finite =
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import jax
@@ -21,7 +22,7 @@ from rewardsql_jax import losses
 from rewardsql_jax.models.config import resolve_dtype
 from rewardsql_jax.models.registry import build_model
 
-from .adapters import LossAdapter, get_adapter
+from .adapters import ADAPTER_OPTIONS, LossAdapter, get_adapter
 from .sharding import batch_shardings, micro_batch_sharding, state_shardings
 from .state import TrainState
 
@@ -152,6 +153,17 @@ class TrainStep:
         return self._jitted(state, batch)
 
 
+def _check_options(name: str, options: dict) -> None:
+    """Unknown loss options fail here, with the accepted names, instead of deep inside the first trace."""
+    params = inspect.signature(losses.get(name)).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    accepted = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY} | set(ADAPTER_OPTIONS)
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ValueError(f"loss {name!r} does not take option(s) {unknown}; it accepts {sorted(accepted)}.")
+
+
 def make_train_step(model_graphdef, loss_fn_name: str, loss_options: dict | None = None, *, mesh=None,
                     micro_batches: int = 1, compute_dtype=None) -> TrainStep:
     """Build the train step for the loss registered as ``loss_fn_name`` with keyword ``loss_options``.
@@ -161,6 +173,7 @@ def make_train_step(model_graphdef, loss_fn_name: str, loss_options: dict | None
     names raise ValueError listing the registered ones.
     """
     adapter = get_adapter(loss_fn_name)
+    _check_options(loss_fn_name, dict(loss_options or {}))
     if not isinstance(micro_batches, (int, np.integer)) or micro_batches < 1:
         raise ValueError(f"micro_batches must be a positive integer, got {micro_batches!r}.")
     if compute_dtype is not None:

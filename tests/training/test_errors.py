@@ -67,6 +67,8 @@ def test_missing_inputs_and_options_are_explained():
         b = sft_batch()
         batch = PRMBatch(b.input_ids, b.attention_mask, np.zeros((8, 2), np.int32), np.zeros((8, 2)), np.ones((8, 2)))
         make_train_step(state.graphdef, "prm")(state, batch)
+    with pytest.raises(ValueError, match=r"loss 'grpo' does not take option\(s\) \['clip_epsilon'\]; it accepts .*clip_eps"):
+        make_train_step(state.graphdef, "grpo", {"clip_epsilon": 0.2})
     with pytest.raises(ValueError, match="micro_batches must be a positive integer"):
         make_train_step(state.graphdef, "sft", micro_batches=0)
 

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from rewardsql_jax import losses
 from rewardsql_jax.training.logprobs import sequence_logprobs
@@ -98,11 +99,18 @@ def test_grpo_and_prm_adapters_call_the_registered_losses_on_model_outputs():
 def test_reinforce_pp_whitens_over_the_whole_batch_like_the_loss():
     state = tiny_state()
     rl = rl_batch()
-    lp = sequence_logprobs(state.model(), rl.input_ids, rl.attention_mask)
-    want, _ = losses.reinforce_pp(lp, rl.old_logprobs, rl.token_rewards, rl.completion_mask,
-                                  ref_logprobs=rl.ref_logprobs, kl_coef=0.01)
-    got, _, metrics = loss_and_grads(state.params, None, state.graphdef, rl, loss_name="reinforce_pp",
-                                     loss_options={"kl_coef": 0.01})
+
+    @jax.jit
+    def both(params):
+        model = nnx.merge(state.graphdef, params)
+        lp = sequence_logprobs(model, rl.input_ids, rl.attention_mask)
+        want, _ = losses.reinforce_pp(lp, rl.old_logprobs, rl.token_rewards, rl.completion_mask,
+                                      ref_logprobs=rl.ref_logprobs, kl_coef=0.01)
+        got, _, metrics = loss_and_grads(params, None, state.graphdef, rl, loss_name="reinforce_pp",
+                                         loss_options={"kl_coef": 0.01})
+        return want, got, metrics
+
+    want, got, metrics = both(state.params)
     np.testing.assert_allclose(float(got), float(want), atol=1e-6, rtol=0)
     assert "returns/mean" in metrics and "kl" in metrics
 
