@@ -5,3 +5,5 @@ from .returns import (ReinforcePPReturns, discounted_returns, kl_penalized_rewar
 from .token_align import (TokenValues, batch_cocte_token_values, batch_token_values, blank_line_spans,
                           clause_token_values, cocte_step_spans, cocte_token_values, pad_token_arrays,
                           spans_to_token_values, token_span_ids)
+from .rollout_rewards import (DecodedCompletion, Outcomes, batch_clause_rewards, clause_token_rewards,
+                              decode_with_offsets, execution_outcomes, outcome_advantages, process_token_advantages)
