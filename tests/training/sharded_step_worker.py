@@ -11,6 +11,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import json  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _train_tiny import rl_batch, tiny_state  # noqa: E402
 
 from rewardsql_jax.models.sharding import make_mesh  # noqa: E402
+from rewardsql_jax.training.checkpoint import Checkpointer, restore_latest  # noqa: E402
 from rewardsql_jax.training.sharding import batch_shardings, shard_state  # noqa: E402
 from rewardsql_jax.training.step import loss_and_grads, make_train_step  # noqa: E402
 
@@ -62,7 +64,16 @@ def main():
                 for a, b in zip(jax.tree.leaves(sharded.params), jax.tree.leaves(sharded.ref_params)))
     q = sharded.params["layers"][0]["self_attn"]["q_proj"]["kernel"].get_value()
     g_single, g_sharded = first_grads(None, 1), first_grads(mesh, 2)
+    with tempfile.TemporaryDirectory() as tmp:  # sharded save -> restore into a fresh sharded state
+        ckpt = Checkpointer(tmp)
+        ckpt.save(sharded)
+        ckpt.wait()
+        restored = restore_latest(ckpt, shard_state(tiny_state(seed=3, with_reference=True), mesh))
+        ckpt.close()
+    restore_exact = all(np.array_equal(np.asarray(a), np.asarray(b)) and a.sharding == b.sharding
+                        for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(sharded)))
     print(json.dumps({
+        "restore_exact": restore_exact,
         "max_grad_diff": float(np.max(np.abs(g_single - g_sharded))), "max_grad": float(np.max(np.abs(g_single))),
         "single_losses": single_losses, "sharded_losses": sharded_losses, "max_param_diff": max(diffs),
         "moved": moved, "steps": [int(single.step), int(sharded.step)], "out_sharding_kept": same,

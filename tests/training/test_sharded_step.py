@@ -40,3 +40,7 @@ def test_state_stays_sharded_across_steps(report):
     assert report["out_sharding_kept"]
     # q_proj kernel [embed=32, q_heads=32]: embed over fsdp=2, heads over tensor=2
     assert report["q_kernel_shape"] == [32, 32] and report["q_kernel_shard_shape"] == [16, 16]
+
+
+def test_sharded_checkpoint_restores_values_and_shardings(report):
+    assert report["restore_exact"]
