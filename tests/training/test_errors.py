@@ -6,7 +6,7 @@ import pytest
 from _train_tiny import rl_batch, sft_batch, tiny_state
 
 from rewardsql_jax import losses
-from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
+from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, SFTBatch
 from rewardsql_jax.training.loop import train
 from rewardsql_jax.training.optimizer import OptimizerConfig
 from rewardsql_jax.training.step import make_train_step

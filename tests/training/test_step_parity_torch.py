@@ -20,7 +20,6 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from rewardsql_jax.models import from_pretrained  # noqa: E402
