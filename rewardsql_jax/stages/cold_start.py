@@ -27,7 +27,8 @@ def load_benchmarks(ctx: RunContext):
     if d.source == "builtin":
         return make_builtin_benchmark(ctx.stage_dir("cold_start") / "data", seed=ctx.config.seed,
                                       n_train_dbs=d.n_train_dbs, n_test_dbs=d.n_test_dbs,
-                                      questions_per_db=d.questions_per_db)
+                                      questions_per_db=d.questions_per_db,
+                                      rename_test_schemas=d.rename_test_schemas)
     root = Path(d.root)
     if not root.exists():
         raise FileNotFoundError(f"data.root={root} does not exist; download the dataset and point data.root at it")

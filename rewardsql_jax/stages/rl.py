@@ -6,7 +6,7 @@
 ``prm/model`` (written by the prm stage).
 
 Resume: the train state is checkpointed with Orbax (``rl_checkpoint.py``) to ``rl/checkpoint`` every
-``rl.checkpoint_every`` steps (default 5; read with getattr so the config may add the field) and after the
+``rl.checkpoint_every`` steps (default 5) and after the
 last step; a rerun continues from the newest finished checkpoint (delete ``rl/`` to start over).
 ``rl.stop_after`` / env ``REWARDSQL_RL_STOP_AFTER=N`` checkpoints and stops after N steps of this process
 (raising ``RLStopped``): the test hook that simulates a killed run. Artefacts: ``rl/policy`` (HF dir) and
@@ -95,11 +95,11 @@ def train_step(ctx: RunContext, state, loss_name: str, options: dict | None = No
 
 def stop_after(ctx: RunContext) -> int:
     """Steps this process may run before stopping (0 = no limit)."""
-    return int(os.environ.get(STOP_ENV, "0") or 0) or int(getattr(ctx.config.rl, "stop_after", 0) or 0)
+    return int(os.environ.get(STOP_ENV, "0") or 0) or ctx.config.rl.stop_after
 
 
 def checkpoint_every(ctx: RunContext) -> int:
-    return max(1, int(getattr(ctx.config.rl, "checkpoint_every", 5) or 5))
+    return ctx.config.rl.checkpoint_every
 
 
 def _scalar(metrics, name):

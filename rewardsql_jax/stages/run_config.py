@@ -34,6 +34,7 @@ class DataConfig:
     n_train_dbs: int = 12
     n_test_dbs: int = 6
     questions_per_db: int = 40
+    rename_test_schemas: bool = True  # builtin: test DBs use other table/column names than train
     schema_examples: int = 3         # M-Schema example values per column
     max_train: int = 0               # 0 = all
     max_eval: int = 0
@@ -140,11 +141,15 @@ class RLConfig:
     max_new_tokens: int = 160
     dpo_beta: float = 0.1
     rs_threshold: float = 1.5
+    checkpoint_every: int = 5         # Orbax checkpoint of the RL state every N steps (and after the last)
+    stop_after: int = 0               # > 0: stop after N steps, as if killed (resume tests); 0 = run all
 
     def __post_init__(self):
         _choice(self, "algorithm", RL_ALGORITHMS)
         _choice(self, "advantage_variant", ("paper", "released"))
-        _positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens")
+        _positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every")
+        if self.stop_after < 0:
+            raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")
 
 
 @dataclasses.dataclass(frozen=True)

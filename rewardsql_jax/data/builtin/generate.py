@@ -92,6 +92,7 @@ def make_builtin_benchmark(
     n_train_dbs: int = 12,
     n_test_dbs: int = 6,
     questions_per_db: int = 40,
+    rename_test_schemas: bool = True,
 ) -> tuple[Benchmark, Benchmark]:
     """Generate (train, test) Benchmarks under `root`; deterministic in all arguments.
 
@@ -99,6 +100,9 @@ def make_builtin_benchmark(
     db_ids are `<domain>_<index>` with indices running on from train into test, so the two
     splits never share a database. Every gold SQL was executed at generation time and returned
     a non-empty result. Also writes train.json / test.json (with each question's template kind).
+    ``rename_test_schemas=False`` keeps naming 0 for the test databases: still held-out databases
+    (other rows, other db_ids) but with the table/column names seen in training, an easier split
+    for small models trained from scratch.
     """
     for name, value in (("n_train_dbs", n_train_dbs), ("n_test_dbs", n_test_dbs), ("questions_per_db", questions_per_db)):
         if not isinstance(value, int) or value < 1:
@@ -107,7 +111,8 @@ def make_builtin_benchmark(
     root.mkdir(parents=True, exist_ok=True)
     n_dom = len(DOMAINS)
     train_specs = [(f"{DOMAINS[k % n_dom].name}_{k}", k % n_dom, 0) for k in range(n_train_dbs)]
-    test_specs = [(f"{DOMAINS[k % n_dom].name}_{n_train_dbs + k}", k % n_dom, 1) for k in range(n_test_dbs)]
+    test_naming = 1 if rename_test_schemas else 0
+    test_specs = [(f"{DOMAINS[k % n_dom].name}_{n_train_dbs + k}", k % n_dom, test_naming) for k in range(n_test_dbs)]
     train = generate_split(root, train_specs, seed, questions_per_db)
     test = generate_split(root, test_specs, seed, questions_per_db, start_id=len(train))
     _write_json(root / "train.json", train)
