@@ -25,10 +25,10 @@ class ConductorData:
     """Built-in benchmark size and the fraction of questions whose quoted value is misspelt (``data.py``)."""
 
     n_train_dbs: int = 6
-    n_test_dbs: int = 3
+    n_test_dbs: int = 2
     questions_per_db: int = 24
     value_typo_rate: float = 0.5
-    max_explore_questions: int = 0   # 0 = every training question
+    max_explore_questions: int = 64  # 0 = every training question
     max_eval_questions: int = 0
 
     def __post_init__(self):
@@ -43,14 +43,15 @@ class ActionModelConfig:
 
     shape: ModelConfigSection = ModelConfigSection(vocab_size=1024, hidden_size=128, intermediate_size=384,
                                                    num_layers=2, num_heads=4, num_kv_heads=2, max_len=512)
-    steps: int = 400
+    steps: int = 200
     batch_size: int = 16
     lr: float = 3e-3
-    max_new_tokens: int = 96
+    max_train_len: int = 256         # longer SFT examples are dropped (keeps one cheap train shape)
+    max_new_tokens: int = 64
     explore_temperature: float = 0.8
 
     def __post_init__(self):
-        _positive(self, "steps", "batch_size", "lr", "max_new_tokens")
+        _positive(self, "steps", "batch_size", "lr", "max_new_tokens", "max_train_len")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,7 @@ class PolicyConfig:
 
     shape: ModelConfigSection = ModelConfigSection(vocab_size=1024, hidden_size=64, intermediate_size=192,
                                                    num_layers=2, num_heads=4, num_kv_heads=2, max_len=1024)
-    sft_steps: int = 150
+    sft_steps: int = 120
     batch_size: int = 8
     lr: float = 3e-3
     top_k: int = 3
@@ -75,8 +76,8 @@ class PolicyConfig:
 class ConductorRLConfig:
     """Curriculum GRPO (Sec. 4.4): group size G, clip, KL to the SFT policy, reward lambda and exact bonus."""
 
-    steps: int = 8
-    prompts_per_step: int = 8
+    steps: int = 4
+    prompts_per_step: int = 6
     group_size: int = 4
     lr: float = 5e-4
     clip_eps: float = 0.2

@@ -44,12 +44,18 @@ def _record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig) -> E
 
 def run_policy_episodes(examples, env, tokenizer, policy_server, action_server, *, max_steps: int,
                         reward_cfg: RewardConfig = RewardConfig(), repeats: int = 1):
-    """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups)."""
-    batcher = CallBatcher({"policy": policy_server.serve, "action": action_handler(action_server, tokenizer)})
+    """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
+
+    ``action_server=None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
+    """
+    handlers = {"policy": policy_server.serve}
+    if action_server is not None:
+        handlers["action"] = action_handler(action_server, tokenizer)
+    batcher = CallBatcher(handlers)
     items = [ex for ex in examples for _ in range(repeats)]
     jobs = [lambda call, ex=ex: policy_episode(initial_state(ex, env), call, tokenizer, max_steps=max_steps,
-                                               max_len=policy_server.max_len,
-                                               max_new_tokens=policy_server.max_new_tokens) for ex in items]
+                                               max_len=policy_server.max_len, max_new_tokens=policy_server.max_new_tokens,
+                                               bind_actions=action_server is not None) for ex in items]
     rollouts = batcher.run(jobs)
     records = [_record(ex, r.state, r.policy_tokens, reward_cfg) for ex, r in zip(items, rollouts)]
     return records, rollouts

@@ -89,7 +89,7 @@ def run_conductor(cfg, *, log=print) -> dict:
     action_model, action_curve = train_sft(
         new_model(cfg.action.shape, tok, cfg.seed), [encode_sft(tok, p, t_) for p, t_ in pairs],
         steps=cfg.action.steps, batch_size=cfg.action.batch_size, lr=cfg.action.lr, pad_id=tok.pad_token_id,
-        seed=cfg.seed, max_len=cfg.action.shape.max_len, log=log)
+        seed=cfg.seed, max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len), log=log)
     save_pretrained(action_model, run_dir / "action_model")
     timings["action_model_sft"] = time.perf_counter() - t
     greedy_action, sampled_action = _servers(cfg, tok, action_model)

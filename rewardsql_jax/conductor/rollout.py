@@ -31,9 +31,14 @@ def bind(state: State, call) -> State:
     return dataclasses.replace(state, env=env)
 
 
-def policy_episode(state: State, call, tokenizer, *, max_steps: int, max_len: int, max_new_tokens: int) -> Rollout:
-    """Run the policy until ``terminate``, ``max_steps`` calls, or the context limit (Algorithm 3)."""
-    state = bind(state, call)
+def policy_episode(state: State, call, tokenizer, *, max_steps: int, max_len: int, max_new_tokens: int,
+                   bind_actions: bool = True) -> Rollout:
+    """Run the policy until ``terminate``, ``max_steps`` calls, or the context limit (Algorithm 3).
+
+    ``bind_actions=False`` keeps the state's own ``env.complete`` (e.g. a scripted action model).
+    """
+    if bind_actions:
+        state = bind(state, call)
     segs = [Segment(encode_text(tokenizer, policy_prompt(state.question)), False)]
     generated = 0
     for _ in range(max_steps):

@@ -29,12 +29,12 @@ SEARCH_ACTIONS = ("link_schema", "retrieve_values", "generate_sql", "refine_sql"
 class ExploreConfig:
     """MCTS budget (simulations, depth, UCT constant) and re-executions per successful pattern."""
 
-    num_simulations: int = 16
-    max_depth: int = 5
+    num_simulations: int = 8
+    max_depth: int = 4
     c: float = 1.0
     selection: str = "uct"
-    reexecutions: int = 3
-    max_patterns: int = 4
+    reexecutions: int = 2
+    max_patterns: int = 2
     seed: int = 0
 
     def __post_init__(self):

@@ -58,9 +58,9 @@ def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id:
     state = create_train_state(model, make_optimizer(opt), seed=seed)
     step_fn = make_train_step(state.graphdef, "sft", {"reduction": reduction})
     curve = []
+    length = bucket_length(max(len(s.ids) for s in samples))  # one shape: the step compiles once
     for i, idx in enumerate(batch_indices(len(samples), batch_size, steps, seed)):
         chunk = [samples[j] for j in idx]
-        length = bucket_length(max(len(s.ids) for s in chunk))
         batch = SFTBatch(input_ids=pad_rows([s.ids for s in chunk], length, pad_id),
                          attention_mask=pad_rows([[1] * len(s.ids) for s in chunk], length, 0),
                          loss_mask=pad_rows([s.mask for s in chunk], length, 0),
