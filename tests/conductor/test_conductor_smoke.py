@@ -1,0 +1,36 @@
+"""End-to-end SQLConductor run at CI size (configs/conductor_smoke.py): every stage runs and reports."""
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from rewardsql_jax.config import load_config
+from rewardsql_jax.stages.conductor import run_conductor, summary_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_conductor_smoke_pipeline(tmp_path):
+    cfg = dataclasses.replace(load_config(ROOT / "configs" / "conductor_smoke.py"), run_dir=str(tmp_path / "run"))
+    assert cfg.pipeline == "conductor"
+    results = run_conductor(cfg, log=lambda *_: None)
+    ev = results["evaluations"]
+    assert set(ev) == {"fixed_workflow", "untrained_policy", "sft_policy", "sft_rl_policy"}
+    n = cfg.data.max_eval_questions
+    for name, s in ev.items():
+        assert s["questions"] == n and 0.0 <= s["ex"] <= s["executable"] <= 1.0
+        assert 1 <= s["mean_action_calls"] <= max(cfg.policy.max_steps, len(cfg.fixed_workflow))
+        assert sum(sum(h.values()) for h in s["length_hist"].values()) == n
+    assert ev["fixed_workflow"]["mean_action_calls"] == 3 and ev["fixed_workflow"]["mean_action_tokens"] > 0
+    assert ev["untrained_policy"]["mean_policy_tokens"] > 0
+    assert results["exploration"]["questions"] == cfg.data.max_explore_questions
+    run = Path(cfg.run_dir)
+    assert (run / "workflow_lengths.png").stat().st_size > 1000
+    assert json.loads((run / "results.json").read_text())["evaluations"]["sft_policy"]["questions"] == n
+    assert (run / "action_model" / "config.json").exists() and (run / "policy_sft_rl" / "config.json").exists()
+    episodes = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    assert len(episodes) == 4 * n
+    lines = summary_lines(results)
+    assert any(line.startswith("fixed workflow") for line in lines) and any("SFT+RL" in line for line in lines)
