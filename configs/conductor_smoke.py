@@ -7,7 +7,7 @@ from rewardsql_jax.stages.run_config import ModelConfigSection
 CONFIG = ConductorRunConfig(
     name="conductor_smoke",
     run_dir="runs/conductor_smoke",
-    data=ConductorData(n_train_dbs=2, n_test_dbs=1, questions_per_db=6, max_explore_questions=4,
+    data=ConductorData(n_train_dbs=2, n_test_dbs=1, questions_per_db=8, max_explore_questions=4,
                       max_eval_questions=4),
     action=ActionModelConfig(shape=ModelConfigSection(vocab_size=600, hidden_size=32, intermediate_size=64,
                                                       num_layers=1, num_heads=2, num_kv_heads=1, max_len=512),

@@ -22,17 +22,27 @@ def _positive(obj, *names):
 
 @dataclasses.dataclass(frozen=True)
 class ConductorData:
-    """Built-in benchmark size and the fraction of questions whose quoted value is misspelt (``data.py``)."""
+    """Built-in benchmark size, the fraction of questions whose quoted value is misspelt (``data.py``), and
+    the evaluation split: ``eval_on="heldout_questions"`` holds out every k-th question of each training
+    database (unseen questions and values, seen schemas); ``"test_dbs"`` uses the benchmark's test databases
+    (unseen schemas with other table/column spellings, far harder for models trained from scratch on CPU).
+    """
 
     n_train_dbs: int = 6
-    n_test_dbs: int = 2
+    n_test_dbs: int = 1
     questions_per_db: int = 24
     value_typo_rate: float = 0.5
     max_explore_questions: int = 64  # 0 = every training question
     max_eval_questions: int = 0
+    eval_on: str = "heldout_questions"
+    heldout_every: int = 4           # heldout_questions: question k of a database is held out when k % 4 == 3
 
     def __post_init__(self):
         _positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
+        if self.eval_on not in ("heldout_questions", "test_dbs"):
+            raise ValueError(f"data.eval_on={self.eval_on!r}; choose 'heldout_questions' or 'test_dbs'")
+        if self.heldout_every < 2:
+            raise ValueError(f"data.heldout_every must be >= 2, got {self.heldout_every}")
         if not 0.0 <= self.value_typo_rate <= 1.0:
             raise ValueError(f"data.value_typo_rate must be in [0, 1], got {self.value_typo_rate}")
 

@@ -59,3 +59,13 @@ def add_value_typos(examples, rate: float, seed: int = 0) -> tuple:
         changed = typo_question(ex, rng) if rng.random() < rate else None
         out.append(changed or ex)
     return tuple(out)
+
+
+def heldout_split(examples, every: int) -> tuple[list, list]:
+    """(train, held out): per database, the questions at positions k with k % every == every - 1 are held out."""
+    seen, train, held = {}, [], []
+    for ex in examples:
+        k = seen.get(ex.db_id, 0)
+        seen[ex.db_id] = k + 1
+        (held if k % every == every - 1 else train).append(ex)
+    return train, held

@@ -23,7 +23,7 @@ from rewardsql_jax.models import save_pretrained
 from .action_data import action_examples
 from .batching import CallBatcher
 from .curation import curate_question
-from .data import add_value_typos
+from .data import add_value_typos, heldout_split
 from .env import Completion, Env
 from .evaluate import initial_state, run_fixed_workflow, run_policy_episodes, summarize
 from .format import format_results, format_step
@@ -72,7 +72,10 @@ def run_conductor(cfg, *, log=print) -> dict:
     train, test = make_builtin_benchmark(run_dir / "data", seed=cfg.seed, n_train_dbs=d.n_train_dbs,
                                          n_test_dbs=d.n_test_dbs, questions_per_db=d.questions_per_db)
     train_ex = list(add_value_typos(train.examples, d.value_typo_rate, cfg.seed))
-    test_ex = list(add_value_typos(test.examples, d.value_typo_rate, cfg.seed))
+    if d.eval_on == "heldout_questions":
+        train_ex, test_ex = heldout_split(train_ex, d.heldout_every)
+    else:
+        test_ex = list(add_value_typos(test.examples, d.value_typo_rate, cfg.seed))
     if d.max_eval_questions:
         test_ex = test_ex[:d.max_eval_questions]
     explore_ex = train_ex[:d.max_explore_questions] if d.max_explore_questions else train_ex
@@ -156,7 +159,8 @@ def run_conductor(cfg, *, log=print) -> dict:
 
     figure = plot_workflow_lengths(evaluations, run_dir / "workflow_lengths.png")
     results = {
-        "benchmark": f"built-in benchmark (test split, value typo rate {d.value_typo_rate})",
+        "benchmark": (f"built-in benchmark, {'held-out questions of the training databases' if d.eval_on == 'heldout_questions' else 'test databases'}"
+                      f", value typo rate {d.value_typo_rate}"),
         "evaluations": evaluations, "figure": str(figure) if figure else None,
         "exploration": {"questions": len(searches), "solved": solved, "curated_workflows": len(curated),
                         "hard_questions": len(hard)},
