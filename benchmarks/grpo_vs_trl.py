@@ -38,7 +38,7 @@ from rewardsql_jax.models.transformer import count_params
 from rewardsql_jax.rewards import group_advantages
 from rewardsql_jax.sampling import generate
 from rewardsql_jax.sql import ExecutorPool, exec_match_batch
-from rewardsql_jax.stages.rl_batches import rl_batch, rl_length
+from rewardsql_jax.stages.rl_batches import rl_batch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
@@ -111,7 +111,9 @@ def run_ours(tok, model_dir: Path, texts, dbs, golds, setup: Setup) -> Timing:
                                                        "temperature": setup.temperature})
     prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     g, eos, pad = setup.group, tok.eos_token_id, tok.pad_token_id
-    length = rl_length(max(map(len, prompt_ids)), setup.new_tokens)
+    # One fixed row length for every iteration (no recompiles) that is as tight as TRL's per-batch padding; the RL
+    # stage buckets it (stages.rl_batches.rl_length) to share compiles across prompt sets instead.
+    length = max(map(len, prompt_ids)) + setup.new_tokens
     rows_prompt = [p for p in prompt_ids for _ in range(g)]
     rows_db, rows_gold = [d for d in dbs for _ in range(g)], [s for s in golds for _ in range(g)]
     rewards_seen, times, cpu, phases = [], [], [], []
