@@ -1,0 +1,25 @@
+import pytest
+
+from rewardsql_jax.conductor.config import ConductorData, ConductorRLConfig, ConductorRunConfig
+from rewardsql_jax.config import apply_overrides, load_config
+
+
+def test_default_and_smoke_configs_load_and_override():
+    cfg = load_config("configs/conductor_default.py")
+    assert isinstance(cfg, ConductorRunConfig) and cfg.pipeline == "conductor"
+    assert cfg.policy.top_k == 3 and cfg.policy.alpha == 2.0
+    assert cfg.fixed_workflow == ("generate_sql", "refine_sql", "terminate")
+    cfg = apply_overrides(cfg, ["policy.sft_steps=7", "rl.reward.lam=0.5", "explore.num_simulations=3"])
+    assert (cfg.policy.sft_steps, cfg.rl.reward.lam, cfg.explore.num_simulations) == (7, 0.5, 3)
+    assert load_config("configs/conductor_smoke.py").data.max_eval_questions == 4
+
+
+def test_bad_values_give_one_clear_message():
+    with pytest.raises(ValueError, match="unknown actions"):
+        ConductorRunConfig(fixed_workflow=("generate_sql", "teleport"))
+    with pytest.raises(ValueError, match="group_size must be >= 2"):
+        ConductorRLConfig(group_size=1)
+    with pytest.raises(ValueError, match="eval_on"):
+        ConductorData(eval_on="dev")
+    with pytest.raises(ValueError, match="reward lam"):
+        apply_overrides(load_config("configs/conductor_default.py"), ["rl.reward.lam=2"])
