@@ -80,8 +80,9 @@ def main(argv=None) -> int:
         text += "\n" + check_fits(plan).message
     print(text)
     if args.out:
+        command = "python -m rewardsql_jax.planning " + " ".join(sys.argv[1:] if argv is None else argv)
         with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+            fh.write(f"$ {command}\n{text}\n")
     return 0
 
 
