@@ -30,10 +30,10 @@ class ConductorData:
 
     n_train_dbs: int = 6
     n_test_dbs: int = 1
-    questions_per_db: int = 24
+    questions_per_db: int = 80
     value_typo_rate: float = 0.5
     max_explore_questions: int = 64  # 0 = every training question
-    max_eval_questions: int = 0
+    max_eval_questions: int = 48
     eval_on: str = "heldout_questions"
     heldout_every: int = 4           # heldout_questions: question k of a database is held out when k % 4 == 3
 
@@ -53,7 +53,7 @@ class ActionModelConfig:
 
     shape: ModelConfigSection = ModelConfigSection(vocab_size=1024, hidden_size=128, intermediate_size=384,
                                                    num_layers=2, num_heads=4, num_kv_heads=2, max_len=512)
-    steps: int = 200
+    steps: int = 300
     batch_size: int = 16
     lr: float = 3e-3
     max_train_len: int = 256         # longer SFT examples are dropped (keeps one cheap train shape)

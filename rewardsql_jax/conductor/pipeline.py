@@ -130,9 +130,10 @@ def run_conductor(cfg, *, log=print) -> dict:
     curated = [c for s in searches for c in curate_question(s.question_id, s.scores, s.representatives,
                                                             k=p.top_k, alpha=p.alpha)]
     timings["exploration"] = time.perf_counter() - t
-    solved = sum(bool(s.scores) for s in searches)
-    log(f"[conductor] exploration: {solved}/{len(searches)} questions with a successful workflow, "
-        f"{len(curated)} curated workflows")
+    found = sum(s.successful > 0 for s in searches)
+    solved = sum(s.best_stability > 0 for s in searches)
+    log(f"[conductor] exploration: {found}/{len(searches)} questions with a successful MCTS workflow, {solved} "
+        f"of them reproduced on re-execution; {len(curated)} curated workflows")
     _write_curated(run_dir / "curated.jsonl", curated)
 
     t = time.perf_counter()
@@ -162,7 +163,8 @@ def run_conductor(cfg, *, log=print) -> dict:
         "benchmark": (f"built-in benchmark, {'held-out questions of the training databases' if d.eval_on == 'heldout_questions' else 'test databases'}"
                       f", value typo rate {d.value_typo_rate}"),
         "evaluations": evaluations, "figure": str(figure) if figure else None,
-        "exploration": {"questions": len(searches), "solved": solved, "curated_workflows": len(curated),
+        "exploration": {"questions": len(searches), "mcts_success": found, "stable": solved,
+                        "curated_workflows": len(curated),
                         "hard_questions": len(hard)},
         "action_model_loss": action_curve, "policy_sft_loss": policy_curve, "rl_history": rl_history,
         "timings_s": timings, "total_s": time.perf_counter() - t_start,
