@@ -76,8 +76,9 @@ def run_conductor(cfg, *, log=print) -> dict:
         train_ex, test_ex = heldout_split(train_ex, d.heldout_every)
     else:
         test_ex = list(add_value_typos(test.examples, d.value_typo_rate, cfg.seed))
-    if d.max_eval_questions:
-        test_ex = test_ex[:d.max_eval_questions]
+    if d.max_eval_questions and len(test_ex) > d.max_eval_questions:  # evenly spaced: every database stays in
+        stride = len(test_ex) / d.max_eval_questions
+        test_ex = [test_ex[int(i * stride)] for i in range(d.max_eval_questions)]
     explore_ex = train_ex[:d.max_explore_questions] if d.max_explore_questions else train_ex
     env = Env(complete=_unbound)
     timings = {}
