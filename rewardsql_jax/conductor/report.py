@@ -3,6 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+_ORDER = {"simple": 0, "moderate": 1, "challenging": 2}
+
+
+def _diff_key(d: str):
+    return (_ORDER.get(d, 3), d)
+
+
 METHOD_LABELS = {"fixed_workflow": "fixed workflow", "untrained_policy": "untrained policy",
                  "sft_policy": "SFT policy", "sft_rl_policy": "SFT+RL policy"}
 
@@ -12,7 +19,7 @@ def summary_lines(results: dict) -> list:
     methods = [m for m in METHOD_LABELS if m in results.get("evaluations", {})]
     if not methods:
         return ["SQLConductor: no evaluation results"]
-    diffs = sorted({d for m in methods for d in results["evaluations"][m]["ex_by_difficulty"]})
+    diffs = sorted({d for m in methods for d in results["evaluations"][m]["ex_by_difficulty"]}, key=_diff_key)
     head = f"{'method':<18} {'EX':>6} " + " ".join(f"{d[:5]:>6}" for d in diffs) + \
         f" {'exec':>6} {'calls':>6} {'pol.tok':>8} {'act.tok':>8}"
     lines = [f"SQLConductor on {results.get('benchmark', 'the built-in benchmark')} "
@@ -39,7 +46,7 @@ def plot_workflow_lengths(evaluations: dict, path: str | Path,
     methods = [m for m in methods if m in evaluations]
     if not methods:
         return None
-    diffs = sorted({d for m in methods for d in evaluations[m]["length_hist"]}) + ["all"]
+    diffs = sorted({d for m in methods for d in evaluations[m]["length_hist"]}, key=_diff_key) + ["all"]
     fig, axes = plt.subplots(1, len(diffs), figsize=(4 * len(diffs), 3.2), squeeze=False)
     for ax, d in zip(axes[0], diffs):
         hists = {}
