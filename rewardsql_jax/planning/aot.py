@@ -241,7 +241,7 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
     flops = lowered_train_flops(cfg, mesh, rows=rows, seq=seq, loss=loss, loss_options=kw["loss_options"],
                                 compute_dtype=compute_dtype, optimizer=kw["optimizer"], reference=reference)
     ndev = mesh.devices.size
-    return Plan(model_name=name or f"{cfg.model_type} {num_params / 1e9:.2f}B", num_params=num_params,
+    return Plan(model_name=name or cfg.model_type, num_params=num_params,
                 num_layers=layers, mesh_shape=tuple(mesh.devices.shape), platform=mesh.devices.flat[0].platform, loss=loss,
                 prompts=prompts, samples=samples, sample_rows=sample_rows, prompt_len=prompt_len,
                 response_len=response_len, train_seq_len=seq, micro_batches=micro_batches,

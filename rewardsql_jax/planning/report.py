@@ -13,6 +13,10 @@ def _gb(n) -> str:
     return f"{n / GB:10.2f} GB"
 
 
+def _count(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
+
+
 def _tf(x) -> str:
     return f"{x / 1e12:10.2f} TFLOP"
 
@@ -27,7 +31,7 @@ def format_plan(plan: Plan) -> str:
     """A fixed-width table of the plan (per-device memory, FLOPs, fit)."""
     d, f, t = plan.mesh_shape
     lines = [
-        f"AOT plan: {plan.model_name} ({plan.num_params / 1e9:.2f}B params, {plan.num_layers} layers), loss {plan.loss}",
+        f"AOT plan: {plan.model_name} ({_count(plan.num_params)} params, {plan.num_layers} layers), loss {plan.loss}",
         f"mesh data={d} x fsdp={f} x tensor={t} = {plan.num_devices} {plan.platform} devices (compiled for); "
         f"weights {plan.param_dtype}, compute {plan.compute_dtype}",
         f"train: {plan.prompts} prompts x {plan.samples} samples = {plan.train_rows} rows x {plan.train_seq_len} "
