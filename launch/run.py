@@ -3,6 +3,7 @@
     python launch/run.py                                   # built-in default benchmark, no download
     python launch/run.py --config configs/smoke.py         # < 2 minutes
     python launch/run.py --config configs/default.py rl.algorithm=grpo_outcome sft.steps=100
+    python launch/run.py --config configs/bird_qwen2_5_coder_7b.py plan=true plan.devices=8 plan.hbm=h100
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 from rewardsql_jax.config import apply_overrides, load_config  # noqa: E402
 from rewardsql_jax.distributed import maybe_initialize_distributed  # noqa: E402
+from rewardsql_jax.planning.launch import run_plan, split_plan_overrides  # noqa: E402
 from rewardsql_jax.stages.report import print_summary  # noqa: E402
 from rewardsql_jax.stages.runner import run_pipeline  # noqa: E402
 
@@ -25,9 +27,13 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sft.steps=50 run_dir=runs/x")
     args = parser.parse_args(argv)
     try:
-        config = apply_overrides(load_config(args.config), args.overrides)
+        plan_opts, overrides = split_plan_overrides(args.overrides)
+        config = apply_overrides(load_config(args.config), overrides)
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
+    if plan_opts is not None:  # AOT memory/FLOPs plan on simulated devices; allocates nothing
+        run_plan(config, plan_opts)
+        return 0
     maybe_initialize_distributed()
     results = run_pipeline(config)
     print_summary(config, results)
