@@ -3,6 +3,7 @@
     python launch/run.py                                   # built-in default benchmark, no download
     python launch/run.py --config configs/smoke.py         # < 2 minutes
     python launch/run.py --config configs/default.py rl.algorithm=grpo_outcome sft.steps=100
+    python launch/run.py --config configs/conductor_default.py            # SQLConductor
     python launch/run.py --config configs/bird_qwen2_5_coder_7b.py plan=true plan.devices=8 plan.hbm=h100
 """
 from __future__ import annotations
@@ -31,6 +32,12 @@ def main(argv=None) -> int:
         config = apply_overrides(load_config(args.config), overrides)
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
+    if getattr(config, "pipeline", None) == "conductor":  # SQLConductor (configs/conductor_*.py)
+        from rewardsql_jax.stages.conductor import print_summary as conductor_summary
+        from rewardsql_jax.stages.conductor import run_conductor
+
+        conductor_summary(config, run_conductor(config))
+        return 0
     if plan_opts is not None:  # AOT memory/FLOPs plan on simulated devices; allocates nothing
         run_plan(config, plan_opts)
         return 0
