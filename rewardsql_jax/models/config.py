@@ -8,6 +8,7 @@ from pathlib import Path
 import jax.numpy as jnp
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "llama")
+ATTENTION_IMPLS = ("xla", "auto", "pallas_interpret", "reference")
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
@@ -46,8 +47,12 @@ class ModelConfig:
     eos_token_id: int | tuple[int, ...] | None = None
     dtype: str = "float32"
     param_dtype: str = "float32"
+    attention_impl: str = "xla"   # xla | auto (Pallas on TPU/GPU, jnp reference on CPU) | pallas_interpret | reference
+    remat: bool = False           # recompute each layer in the backward pass (activation memory ~ one layer)
 
     def __post_init__(self):
+        if self.attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"attention_impl={self.attention_impl!r}; choose one of {ATTENTION_IMPLS}")
         if self.model_type not in SUPPORTED_MODEL_TYPES:
             raise ValueError(
                 f"unsupported model_type {self.model_type!r}; rewardsql_jax supports {SUPPORTED_MODEL_TYPES}"

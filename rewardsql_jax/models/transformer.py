@@ -106,6 +106,21 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCach
     return KVCache(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers)))
 
 
+def _kernel_attention(impl: str, key_mask):
+    """The full-sequence attention function for ``ModelConfig.attention_impl`` (None = XLA ``attention``).
+
+    The kernels take the causal + key-padding mask as ``key_mask``; padded query rows (no loss there) get
+    zeros instead of the XLA path's harmless average.
+    """
+    if impl == "xla":
+        return None
+    from rewardsql_jax.kernels.dispatch import attention_impl
+
+    backend = "reference" if impl == "reference" else None
+    kernels = attention_impl(backend, interpret=impl == "pallas_interpret")
+    return lambda q, k, v, mask: kernels.flash(q, k, v, causal=True, key_mask=key_mask)
+
+
 class Attention(nnx.Module):
     def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
         d, h, hkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -118,7 +133,7 @@ class Attention(nnx.Module):
         self.o_proj = Linear(h * hd, d, bias=o_bias, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs)
         self.cfg = cfg
 
-    def __call__(self, x, cos, sin, mask, kv=None, write_index=None):
+    def __call__(self, x, cos, sin, mask, kv=None, write_index=None, attn_fn=None):
         cfg = self.cfg
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, cfg.num_attention_heads, cfg.head_dim)
@@ -130,7 +145,7 @@ class Attention(nnx.Module):
             k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, write_index, 0, 0))
             v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, write_index, 0, 0))
             kv = (k, v)
-        out = attention(q, k.astype(q.dtype), v.astype(q.dtype), mask)
+        out = (attn_fn or attention)(q, k.astype(q.dtype), v.astype(q.dtype), mask)
         return self.o_proj(out.reshape(b, t, -1)), kv
 
 
@@ -154,8 +169,8 @@ class DecoderLayer(nnx.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
         self.mlp = MLP(cfg, rngs)
 
-    def __call__(self, x, cos, sin, mask, kv=None, write_index=None):
-        h, kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, write_index)
+    def __call__(self, x, cos, sin, mask, kv=None, write_index=None, attn_fn=None):
+        h, kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, write_index, attn_fn)
         x = x + h
         return x + self.mlp(self.post_attention_layernorm(x)), kv
 
@@ -200,9 +215,16 @@ class CausalLM(nnx.Module):
         causal = jnp.tril(jnp.ones((t, t), dtype=bool))
         mask = causal[None] & attention_mask[:, None, :]
         cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
+        attn_fn = _kernel_attention(self.config.attention_impl, attention_mask)
+
+        def run(layer, x):
+            return layer(x, cos, sin, mask, attn_fn=attn_fn)[0]
+
+        if self.config.remat:
+            run = nnx.remat(run)
         x = self._embed(input_ids)
         for layer in self.layers:
-            x, _ = layer(x, cos, sin, mask)
+            x = run(layer, x)
         return self.norm(x)
 
     def __call__(self, input_ids, attention_mask=None):
