@@ -41,7 +41,10 @@ def loss_setup(rl) -> tuple[str, dict]:
     if rl.algorithm == "reinforce_pp":
         return "reinforce_pp", {"clip_eps": rl.clip_eps, "kl_coef": rl.kl_beta, "kl": "k1", "gamma": 0.0,
                                 "temperature": rl.temperature}
-    return "grpo", {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "kl": "k3", "temperature": rl.temperature}
+    opts = {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "kl": "k3", "temperature": rl.temperature}
+    if rl.entropy_coef != 0.0:  # paper: entropy bonus 0.001
+        opts["entropy_coef"] = rl.entropy_coef
+    return "grpo", opts
 
 
 def check_online_config(rl) -> None:
@@ -51,9 +54,9 @@ def check_online_config(rl) -> None:
     if rl.algorithm.startswith("grpo") and rl.samples_per_prompt < 2:
         raise ValueError(f"rl.algorithm={rl.algorithm!r} normalises rewards within a group of samples of one prompt; "
                          f"set rl.samples_per_prompt >= 2 (paper: 8)")
-    if rl.entropy_coef != 0.0:
-        raise ValueError(f"rl.entropy_coef={rl.entropy_coef}: the train step's grpo adapter does not compute "
-                         f"per-token entropies yet; set rl.entropy_coef=0.0")
+    if rl.entropy_coef != 0.0 and rl.algorithm == "reinforce_pp":
+        raise ValueError(f"rl.entropy_coef={rl.entropy_coef}: the REINFORCE++ loss has no entropy bonus; "
+                         f"set rl.entropy_coef=0.0 or use a grpo algorithm")
 
 
 def step_rewards(algorithm: str, variant: str, ro: Rollouts, *, group_size: int, scorer, length: int,

@@ -26,7 +26,7 @@ from rewardsql_jax import losses
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
 from .batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
-from .logprobs import sequence_logprobs, summed_logprobs
+from .logprobs import sequence_logprobs, sequence_logprobs_and_entropy, summed_logprobs
 
 # Options the adapters consume themselves; every other loss option goes to the loss function.
 ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids")
@@ -136,8 +136,13 @@ def _grpo(model, ref_model, batch: RLBatch, loss_fn, opts):
     if ref is None and opts.get("beta", 0.0) != 0.0:
         _need_ref(ref_model, "grpo", "RLBatch.ref_logprobs")
         ref = _no_grad_logprobs(ref_model, batch, own)
-    lp = sequence_logprobs(model, batch.input_ids, batch.attention_mask, temperature=own.get("temperature", 1.0),
-                           chunk_size=own.get("logprob_chunk_size"))
+    if opts.get("entropy_coef", 0.0) != 0.0:  # entropy bonus: per-token entropies of the policy
+        lp, entropy = sequence_logprobs_and_entropy(model, batch.input_ids, batch.attention_mask,
+                                                    temperature=own.get("temperature", 1.0))
+        opts = {**opts, "entropy": entropy}
+    else:
+        lp = sequence_logprobs(model, batch.input_ids, batch.attention_mask,
+                               temperature=own.get("temperature", 1.0), chunk_size=own.get("logprob_chunk_size"))
     mask = jnp.asarray(batch.completion_mask, jnp.float32)
     loss, metrics = loss_fn(lp, batch.old_logprobs, batch.advantages, mask, ref_logprobs=ref, **opts)
     agg = opts.get("agg", "grpo")

@@ -36,6 +36,22 @@ def sequence_logprobs(model, input_ids, attention_mask=None, *, temperature: flo
     return jnp.pad(lp, ((0, 0), (1, 0)))
 
 
+def sequence_logprobs_and_entropy(model, input_ids, attention_mask=None, *, temperature: float = 1.0):
+    """``(logprobs [B, T], entropies [B, T])``, token-aligned like ``sequence_logprobs``.
+
+    Entry t of the entropies is H(softmax(logits_{t-1} / temperature)), the entropy of the distribution
+    token t was drawn from (verl ``entropy_from_logits``); entry 0 is 0. Materialises [B, T, V] logits.
+    """
+    hidden = model.hidden_states(input_ids, attention_mask)[:, :-1]
+    logits = model.logits_from_hidden(hidden).astype(jnp.float32) / temperature
+    log_p = jax.nn.log_softmax(logits, axis=-1)
+    targets = jnp.asarray(input_ids)[:, 1:, None].astype(jnp.int32)
+    lp = jnp.take_along_axis(log_p, targets, axis=-1)[..., 0]
+    entropy = -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+    pad = ((0, 0), (1, 0))
+    return jnp.pad(lp, pad), jnp.pad(entropy, pad)
+
+
 def _chunked(model, hidden, targets, temperature, chunk_size):
     b, t, d = hidden.shape
     n = -(-t // chunk_size)

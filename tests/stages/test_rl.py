@@ -141,6 +141,6 @@ def test_clear_errors(base, tmp_path):
     with pytest.raises(ValueError, match="samples_per_prompt >= 2"):
         _run(base, run, algorithm="grpo_outcome", samples_per_prompt=1)
     with pytest.raises(ValueError, match="entropy_coef"):
-        _run(base, run, algorithm="grpo_outcome", entropy_coef=0.001)
+        _run(base, run, algorithm="reinforce_pp", entropy_coef=0.001)
     with pytest.raises(ValueError, match="temperature > 0"):
         _run(base, run, temperature=0.0)

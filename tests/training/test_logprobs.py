@@ -39,3 +39,35 @@ def test_chunked_logprobs_and_gradient_equal_the_full_ones():
     # measured: max |grad| 4.8, max difference 1.4e-6 (fp32 summation order of the chunked backward)
     for a, c in zip(jax.tree.leaves(g_full), jax.tree.leaves(g_chunk)):
         np.testing.assert_allclose(np.asarray(c), np.asarray(a), atol=1e-6 * scale, rtol=0)
+
+
+def test_entropy_bonus_reaches_the_grpo_loss():
+    """sequence_logprobs_and_entropy equals the direct formulas, and entropy_coef changes the GRPO step's loss."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+
+    from rewardsql_jax.models import ModelConfig, build_model
+    from rewardsql_jax.training.logprobs import sequence_logprobs, sequence_logprobs_and_entropy
+    from rewardsql_jax.training.step import loss_and_grads
+    from rewardsql_jax.training.batch import RLBatch
+
+    cfg = ModelConfig(model_type="qwen2", vocab_size=32, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=8, attention_bias=True)
+    model = build_model(cfg, seed=0)
+    ids = np.random.RandomState(1).randint(0, 32, (2, 9))
+    lp, ent = sequence_logprobs_and_entropy(model, ids, temperature=0.7)
+    np.testing.assert_allclose(lp, sequence_logprobs(model, ids, temperature=0.7), atol=1e-6)
+    p = jax.nn.softmax(model(ids)[:, :-1] / 0.7, axis=-1)
+    np.testing.assert_allclose(ent[:, 1:], -jnp.sum(p * jnp.log(p), -1), atol=1e-5)
+    graphdef, params = nnx.split(model, nnx.Param)
+    mask = np.zeros((2, 9), np.float32)
+    mask[:, 5:] = 1
+    batch = RLBatch(input_ids=ids, attention_mask=np.ones_like(ids), completion_mask=mask,
+                    old_logprobs=np.asarray(lp), advantages=np.zeros(2, np.float32))
+    base, _, _ = loss_and_grads(params, None, graphdef, batch, loss_name="grpo", loss_options={"temperature": 0.7})
+    bonus, _, metrics = loss_and_grads(params, None, graphdef, batch, loss_name="grpo",
+                                       loss_options={"temperature": 0.7, "entropy_coef": 0.1})
+    mean_entropy = float(np.mean(np.sum(np.asarray(ent) * mask, -1) / mask.sum(-1)))
+    np.testing.assert_allclose(float(bonus) - float(base), -0.1 * mean_entropy, rtol=1e-5)
