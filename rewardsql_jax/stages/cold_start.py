@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from tqdm.auto import tqdm
 
 from rewardsql_jax.data import MSchemaOptions, load_bird, load_spider, m_schema, reward_sql_prompt
@@ -39,8 +41,13 @@ def load_benchmarks(ctx: RunContext):
     return (load(d.train_split) if d.train_split else None), load(d.eval_split)
 
 
-def _limit(examples, n):
-    return list(examples)[:n] if n else list(examples)
+def _limit(examples, n, seed: int = 0):
+    """All examples, or a seeded random subset of ``n`` in their original order (covers every database)."""
+    examples = list(examples)
+    if not n or n >= len(examples):
+        return examples
+    keep = sorted(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
+    return [examples[i] for i in keep]
 
 
 def verified_cocte(sql: str, db_path: str, pool) -> tuple[str, bool, bool]:
@@ -84,7 +91,7 @@ def run_cold_start(ctx: RunContext) -> dict:
         return reward_sql_prompt(schemas[ex.db_path], ex.question, ex.evidence)
 
     pool, records, n_structured, n_verified = ctx.pool(), [], 0, 0
-    train_examples = _limit(train.examples, cfg.data.max_train) if train is not None else []
+    train_examples = _limit(train.examples, cfg.data.max_train, cfg.seed) if train is not None else []
     for ex in tqdm(train_examples, desc="cold start: gold -> CoCTE"):
         target, structured, verified = verified_cocte(ex.gold_sql, ex.db_path, pool)
         n_structured += structured
@@ -95,7 +102,7 @@ def run_cold_start(ctx: RunContext) -> dict:
     by_question = {r["question_id"]: [r["target"]] for r in records}
     kept = {q: dedup(c, keep=1.0) for q, c in by_question.items()}
     assert all(len(k) == 1 for k in kept.values())
-    eval_records = [_record(ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval)]
+    eval_records = [_record(ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval, cfg.seed)]
     write_jsonl(out / "train.jsonl", records)
     write_jsonl(out / "eval.jsonl", eval_records)
     tok_dir = _tokenizer(ctx, records, out / "tokenizer")
