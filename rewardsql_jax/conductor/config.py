@@ -8,16 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from rewardsql_jax.stages.run_config import ModelConfigSection
+from rewardsql_jax.stages.run_config import ModelConfigSection, require_positive
 
 from .rewards import RewardConfig
 from .search import ExploreConfig
-
-
-def _positive(obj, *names):
-    for name in names:
-        if getattr(obj, name) <= 0:
-            raise ValueError(f"{type(obj).__name__}.{name} must be positive, got {getattr(obj, name)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +32,7 @@ class ConductorData:
     heldout_every: int = 4           # heldout_questions: question k of a database is held out when k % 4 == 3
 
     def __post_init__(self):
-        _positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
+        require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
         if self.eval_on not in ("heldout_questions", "test_dbs"):
             raise ValueError(f"data.eval_on={self.eval_on!r}; choose 'heldout_questions' or 'test_dbs'")
         if self.heldout_every < 2:
@@ -61,7 +55,7 @@ class ActionModelConfig:
     explore_temperature: float = 0.8
 
     def __post_init__(self):
-        _positive(self, "steps", "batch_size", "lr", "max_new_tokens", "max_train_len")
+        require_positive(self, "steps", "batch_size", "lr", "max_new_tokens", "max_train_len")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +73,7 @@ class PolicyConfig:
     max_new_tokens: int = 40
 
     def __post_init__(self):
-        _positive(self, "sft_steps", "batch_size", "lr", "top_k", "max_steps", "max_new_tokens")
+        require_positive(self, "sft_steps", "batch_size", "lr", "top_k", "max_steps", "max_new_tokens")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +91,7 @@ class ConductorRLConfig:
     reward: RewardConfig = RewardConfig()
 
     def __post_init__(self):
-        _positive(self, "steps", "prompts_per_step", "lr", "temperature")
+        require_positive(self, "steps", "prompts_per_step", "lr", "temperature")
         if self.group_size < 2:
             raise ValueError(f"rl.group_size must be >= 2 (GRPO compares rollouts of a group), got {self.group_size}")
 

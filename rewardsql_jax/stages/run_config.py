@@ -12,13 +12,13 @@ RL_ALGORITHMS = ("grpo", "grpo_outcome", "grpo_deepseekmath", "reinforce_pp", "d
 AGGREGATIONS = ("min", "product", "last", "average")
 
 
-def _positive(obj, *names):
+def require_positive(obj, *names):
     for name in names:
         if getattr(obj, name) <= 0:
             raise ValueError(f"{type(obj).__name__}.{name} must be positive, got {getattr(obj, name)}")
 
 
-def _choice(obj, name, allowed):
+def require_choice(obj, name, allowed):
     if getattr(obj, name) not in allowed:
         raise ValueError(f"{type(obj).__name__}.{name}={getattr(obj, name)!r}; choose one of {list(allowed)}")
 
@@ -41,11 +41,11 @@ class DataConfig:
     ex_mode: str = "bird"            # EX rule: bird (set equality) | spider (test-suite exec match)
 
     def __post_init__(self):
-        _choice(self, "source", ("builtin", "spider", "bird"))
-        _choice(self, "ex_mode", ("bird", "spider"))
+        require_choice(self, "source", ("builtin", "spider", "bird"))
+        require_choice(self, "ex_mode", ("bird", "spider"))
         if self.source != "builtin" and not self.root:
             raise ValueError(f"data.root is required for data.source={self.source!r} (the dataset folder)")
-        _positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
+        require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,7 @@ class ModelConfigSection:
     dtype: str = "float32"           # compute dtype; weights stay fp32
 
     def __post_init__(self):
-        _positive(self, "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
+        require_positive(self, "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
                   "num_kv_heads", "max_len")
 
 
@@ -80,7 +80,7 @@ class SFTConfig:
     grad_clip: float = 1.0
 
     def __post_init__(self):
-        _positive(self, "steps", "batch_size", "lr")
+        require_positive(self, "steps", "batch_size", "lr")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,10 +101,10 @@ class PRMLabelConfig:
     dedup_keep: float = 1.0           # per-question keep ratio of the tree-edit-distance dedup (1 = keep all)
 
     def __post_init__(self):
-        _choice(self, "unparseable", ("search", "negative", "drop"))
+        require_choice(self, "unparseable", ("search", "negative", "drop"))
         if not 0.0 < self.dedup_keep <= 1.0:
             raise ValueError(f"prm_labels.dedup_keep must be in (0, 1], got {self.dedup_keep}")
-        _positive(self, "num_questions", "rollouts_per_question", "completions_per_step", "search_budget",
+        require_positive(self, "num_questions", "rollouts_per_question", "completions_per_step", "search_budget",
                   "max_new_tokens")
 
 
@@ -119,7 +119,7 @@ class PRMConfig:
     annotate_results: bool = False    # add <result>...</result> execution annotations to steps
 
     def __post_init__(self):
-        _positive(self, "steps", "batch_size", "lr")
+        require_positive(self, "steps", "batch_size", "lr")
         if not 0.0 < self.heldout_fraction < 1.0:
             raise ValueError(f"prm.heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
 
@@ -145,9 +145,9 @@ class RLConfig:
     stop_after: int = 0               # > 0: stop after N steps, as if killed (resume tests); 0 = run all
 
     def __post_init__(self):
-        _choice(self, "algorithm", RL_ALGORITHMS)
-        _choice(self, "advantage_variant", ("paper", "released"))
-        _positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every")
+        require_choice(self, "algorithm", RL_ALGORITHMS)
+        require_choice(self, "advantage_variant", ("paper", "released"))
+        require_positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every")
         if self.stop_after < 0:
             raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")
 
@@ -163,8 +163,8 @@ class InferenceConfig:
     max_new_tokens: int = 160
 
     def __post_init__(self):
-        _choice(self, "aggregation", AGGREGATIONS)
-        _positive(self, "best_of_n", "max_new_tokens")
+        require_choice(self, "aggregation", AGGREGATIONS)
+        require_positive(self, "best_of_n", "max_new_tokens")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +184,7 @@ class MeshConfig:
         if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
             raise ValueError(f"mesh sizes must be positive with at most one -1, got data={self.data}, "
                              f"fsdp={self.fsdp}, tensor={self.tensor}")
-        _positive(self, "micro_batches")
+        require_positive(self, "micro_batches")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,4 +209,4 @@ class RunConfig:
         unknown = [s for s in self.stages if s not in STAGES]
         if unknown:
             raise ValueError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")
-        _positive(self, "workers")
+        require_positive(self, "workers")
