@@ -4,32 +4,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tiny_db import TINY_DESCRIPTIONS, make_tiny_db
+from tiny_db import TINY_DESCRIPTIONS, TINY_GOLDEN, make_tiny_db
 
 from rewardsql_jax.data import MSchemaOptions, load_spider_tables, m_schema, read_db_schema
 from rewardsql_jax.data.schema import connect_readonly
 
 SPIDER = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "spider"
-
-TINY_GOLDEN = """【DB_ID】 tiny_league
-# Table: team
-[
-(id:INTEGER, Primary Key, Examples: [1, 2, 3]),
-(name:TEXT, Examples: [Lions, Tigers, Bears]),
-(founded:DATE, Examples: [1990-05-01]),
-(email:TEXT)
-]
-# Table: player
-[
-(player_id:INTEGER, Primary Key, Examples: [1, 2, 3]),
-(team_id:INTEGER, Examples: [1, 2]),
-(bio:VARCHAR, short biography, Examples: [Strong defender]),
-(score:REAL, Examples: [7.5, 9.0]),
-(nick:NULL, Examples: [Ace])
-]
-【Foreign keys】
-player.team_id=team.id"""
-
 
 def test_golden_tiny_db(tmp_path):
     # One example for DATE columns and when a value exceeds 20 chars; none for e-mails;

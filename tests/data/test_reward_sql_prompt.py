@@ -1,40 +1,16 @@
 """Reward-SQL prompt: exact string for a hand-made DB; plain prompt."""
 
 import pytest
-from tiny_db import TINY_DESCRIPTIONS, make_tiny_db
+from tiny_db import TINY_DESCRIPTIONS, TINY_GOLDEN, make_tiny_db
 
 from rewardsql_jax.data import m_schema, plain_prompt, reward_sql_prompt
 
-GOLDEN = """You are now a sqlite data analyst, and you are given a database schema as follows:
-
-【Schema】
-【DB_ID】 tiny_league
-# Table: team
-[
-(id:INTEGER, Primary Key, Examples: [1, 2, 3]),
-(name:TEXT, Examples: [Lions, Tigers, Bears]),
-(founded:DATE, Examples: [1990-05-01]),
-(email:TEXT)
-]
-# Table: player
-[
-(player_id:INTEGER, Primary Key, Examples: [1, 2, 3]),
-(team_id:INTEGER, Examples: [1, 2]),
-(bio:VARCHAR, short biography, Examples: [Strong defender]),
-(score:REAL, Examples: [7.5, 9.0]),
-(nick:NULL, Examples: [Ace])
-]
-【Foreign keys】
-player.team_id=team.id
-
-【Question】
-How many players does the Lions team have? Lions refers to name = 'Lions'
-
-【Evidence】
-Lions refers to name = 'Lions'
-
-Please read and understand the database schema carefully, and generate an executable SQL based on the user's question and evidence.
-"""
+GOLDEN = ("You are now a sqlite data analyst, and you are given a database schema as follows:\n\n【Schema】\n"
+          + TINY_GOLDEN
+          + "\n\n【Question】\nHow many players does the Lions team have? Lions refers to name = 'Lions'\n\n"
+          "【Evidence】\nLions refers to name = 'Lions'\n\n"
+          "Please read and understand the database schema carefully, and generate an executable SQL based on the "
+          "user's question and evidence.\n")
 
 
 def test_reward_sql_prompt_golden(tmp_path):

@@ -24,3 +24,24 @@ def make_tiny_db(folder: Path) -> Path:
     conn.commit()
     conn.close()
     return path
+
+
+# The M-Schema text of make_tiny_db() with TINY_DESCRIPTIONS (golden for the schema and prompt tests).
+TINY_GOLDEN = """【DB_ID】 tiny_league
+# Table: team
+[
+(id:INTEGER, Primary Key, Examples: [1, 2, 3]),
+(name:TEXT, Examples: [Lions, Tigers, Bears]),
+(founded:DATE, Examples: [1990-05-01]),
+(email:TEXT)
+]
+# Table: player
+[
+(player_id:INTEGER, Primary Key, Examples: [1, 2, 3]),
+(team_id:INTEGER, Examples: [1, 2]),
+(bio:VARCHAR, short biography, Examples: [Strong defender]),
+(score:REAL, Examples: [7.5, 9.0]),
+(nick:NULL, Examples: [Ace])
+]
+【Foreign keys】
+player.team_id=team.id"""
