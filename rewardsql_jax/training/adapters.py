@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rewardsql_jax import losses
+from rewardsql_jax.models.prm_head import prm_tag_logits
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
 from .batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
@@ -217,13 +218,7 @@ def _prm(model, ref_model, batch: PRMBatch, loss_fn, opts):
     if ids is None or len(ids) != 2:
         raise ValueError("loss 'prm' needs loss option tag_token_ids=(id of ' +', id of ' -'), taken from the "
                          "tokenizer (never hard-coded).")
-    hidden = model.hidden_states(batch.input_ids, batch.attention_mask)
-    pos = jnp.asarray(batch.tag_positions, jnp.int32)
-    at_tags = jnp.take_along_axis(hidden, pos[..., None], axis=1)
-    # Project onto the two label tokens only, not the whole vocabulary.
-    w = model.unembed_matrix()[:, jnp.asarray(ids, jnp.int32)]
-    dtype = model.config.compute_dtype
-    tag_logits = jnp.dot(at_tags.astype(dtype), w.astype(dtype), preferred_element_type=jnp.float32)
+    tag_logits = prm_tag_logits(model, batch.input_ids, batch.attention_mask, batch.tag_positions, ids[0], ids[1])
     if own.get("temperature", 1.0) != 1.0:
         tag_logits = tag_logits / own["temperature"]
     mask = jnp.asarray(batch.step_mask, jnp.float32)
