@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from rewardsql_jax.rewards import group_advantages
 from rewardsql_jax.stages.encoding import bucket_length, pad_rows
@@ -44,8 +45,11 @@ def rl_batch(rollouts, advantages, pad_id: int) -> RLBatch:
 
 
 def train_grpo(policy, questions, env, tokenizer, make_policy_server, action_server, cfg, reward_cfg, *,
-               max_steps: int, pad_id: int, seed: int = 0, log=None):
-    """Run ``cfg.steps`` GRPO steps over the curriculum; returns (policy, per-step metrics)."""
+               max_steps: int, pad_id: int, seed: int = 0, log=None, on_log=None):
+    """Run ``cfg.steps`` GRPO steps over the curriculum; returns (policy, per-step metrics).
+
+    After every step ``log`` gets a one-line summary and ``on_log(step, metrics)`` the metrics.
+    """
     if not questions:
         return policy, []
     opt = OptimizerConfig(learning_rate=cfg.lr, max_grad_norm=1.0)
@@ -53,7 +57,8 @@ def train_grpo(policy, questions, env, tokenizer, make_policy_server, action_ser
     step_fn = make_train_step(state.graphdef, "grpo", {"clip_eps": cfg.clip_eps, "beta": cfg.kl_beta,
                                                        "temperature": cfg.temperature})
     history = []
-    for step in range(cfg.steps):
+    bar = tqdm(range(cfg.steps), desc="grpo")
+    for step in bar:
         start = (step * cfg.prompts_per_step) % len(questions)
         chosen = (questions + questions)[start:start + min(cfg.prompts_per_step, len(questions))]
         server = make_policy_server(state.model(), cfg.temperature, seed + step)
@@ -67,6 +72,9 @@ def train_grpo(policy, questions, env, tokenizer, make_policy_server, action_ser
             state, m = step_fn(state, rl_batch(rollouts, adv, pad_id))
             metrics.update(loss=float(m["loss"]), kl=float(m.get("kl", 0.0)))
         history.append(metrics)
+        bar.set_postfix(reward=f"{metrics['reward']:.3f}", ex=f"{metrics['ex']:.2f}")
+        if on_log:
+            on_log(step, metrics)
         if log:
             log(f"  grpo step {step}: " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
                                                    for k, v in metrics.items()))

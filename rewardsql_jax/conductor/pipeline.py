@@ -8,6 +8,8 @@
 6. stability-weighted SFT of the policy with <results> masked (Sec. 4.4)
 7. curriculum GRPO on hard questions (Sec. 4.4)
 8. online inference (Alg. 3) of each policy; EX table, calls, tokens, Figure-7-style plot
+
+Per-step training metrics also go to TensorBoard: ``tensorboard --logdir <run_dir>/tensorboard``.
 """
 from __future__ import annotations
 
@@ -16,9 +18,12 @@ import random
 import time
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from rewardsql_jax.config import save_config
 from rewardsql_jax.data.builtin import make_builtin_benchmark
 from rewardsql_jax.models import save_pretrained
+from rewardsql_jax.training.metrics_log import ScalarLog
 
 from .action_data import action_examples
 from .batching import CallBatcher
@@ -62,8 +67,9 @@ def _servers(cfg, tok, action_model):
     return greedy, sampled
 
 
-def run_conductor(cfg, *, log=print) -> dict:
-    """Run every step; writes ``run_dir/results.json``, per-episode JSONL, models, the figure. Returns results."""
+def run_conductor(cfg, *, log=tqdm.write) -> dict:
+    """Run every step; writes ``run_dir/results.json``, per-episode JSONL, models, the figure, TensorBoard
+    scalars (``run_dir/tensorboard/<phase>``). Returns results."""
     t_start = time.perf_counter()
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -82,6 +88,10 @@ def run_conductor(cfg, *, log=print) -> dict:
     explore_ex = train_ex[:d.max_explore_questions] if d.max_explore_questions else train_ex
     env = Env(complete=_unbound)
     timings = {}
+    scalars = ScalarLog(run_dir / "tensorboard")
+
+    def to_tensorboard(run):
+        return lambda step, metrics: scalars.write(run, metrics, step=step)
 
     t = time.perf_counter()
     rng = random.Random(cfg.seed)
@@ -93,7 +103,8 @@ def run_conductor(cfg, *, log=print) -> dict:
     action_model, action_curve = train_sft(
         new_model(cfg.action.shape, tok, cfg.seed), [encode_sft(tok, p, t_) for p, t_ in pairs],
         steps=cfg.action.steps, batch_size=cfg.action.batch_size, lr=cfg.action.lr, pad_id=tok.pad_token_id,
-        seed=cfg.seed, max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len), log=log)
+        seed=cfg.seed, max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len), log=log,
+        on_log=to_tensorboard("action_sft"), desc="action model sft")
     save_pretrained(action_model, run_dir / "action_model")
     timings["action_model_sft"] = time.perf_counter() - t
     greedy_action, sampled_action = _servers(cfg, tok, action_model)
@@ -143,7 +154,8 @@ def run_conductor(cfg, *, log=print) -> dict:
     if samples:
         policy, policy_curve = train_sft(policy, samples, steps=p.sft_steps, batch_size=p.batch_size, lr=p.lr,
                                          pad_id=tok.pad_token_id, seed=cfg.seed, reduction="sequence_mean",
-                                         max_len=p.shape.max_len, log=log)
+                                         max_len=p.shape.max_len, log=log, on_log=to_tensorboard("policy_sft"),
+                                         desc="policy sft")
     else:
         policy_curve = []
         log("[conductor] no successful workflow was explored: the SFT policy stays untrained")
@@ -154,7 +166,8 @@ def run_conductor(cfg, *, log=print) -> dict:
     t = time.perf_counter()
     hard = curriculum(explore_ex, {s.question_id: s.best_stability for s in searches}, cfg.rl.hard_threshold)
     policy, rl_history = train_grpo(policy, hard, env, tok, policy_server, greedy_action, cfg.rl, cfg.rl.reward,
-                                    max_steps=p.max_steps, pad_id=tok.pad_token_id, seed=cfg.seed, log=log)
+                                    max_steps=p.max_steps, pad_id=tok.pad_token_id, seed=cfg.seed, log=log,
+                                    on_log=to_tensorboard("grpo"))
     save_pretrained(policy, run_dir / "policy_sft_rl")
     timings["grpo"] = time.perf_counter() - t
     evaluate("sft_rl_policy", policy)
@@ -171,6 +184,10 @@ def run_conductor(cfg, *, log=print) -> dict:
         "timings_s": timings, "total_s": time.perf_counter() - t_start,
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    for method, summary in evaluations.items():  # one run per method: TensorBoard overlays them per metric
+        scalars.write(f"eval/{method}", {k: v for k, v in summary.items() if k not in ("length_hist", "action_counts")},
+                      step=0, prefix="final/")
+    scalars.close()
     with open(run_dir / "episodes.jsonl", "w") as f:
         for method, recs in records.items():
             for r in recs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from rewardsql_jax.models import ModelConfig, build_model
 from rewardsql_jax.stages.encoding import batch_indices, bucket_length, pad_rows
@@ -47,8 +48,12 @@ def encode_sft(tokenizer, prompt: str, target: str) -> SFTSample:
 
 
 def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id: int, seed: int = 0,
-              reduction: str = "token_mean", warmup_steps: int = 10, max_len: int | None = None, log=None):
-    """Train ``model`` on ``samples``; returns (trained model, [(step, loss)]). Over-long samples are dropped."""
+              reduction: str = "token_mean", warmup_steps: int = 10, max_len: int | None = None, log=None,
+              on_log=None, desc: str = "sft"):
+    """Train ``model`` on ``samples``; returns (trained model, [(step, loss)]). Over-long samples are dropped.
+
+    Every 10th step (and the last) ``log`` gets a one-line summary and ``on_log(step, {"loss": ...})`` the metrics.
+    """
     if max_len is not None:
         samples = [s for s in samples if len(s.ids) <= max_len]
     if not samples:
@@ -59,7 +64,8 @@ def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id:
     step_fn = make_train_step(state.graphdef, "sft", {"reduction": reduction})
     curve = []
     length = bucket_length(max(len(s.ids) for s in samples))  # one shape: the step compiles once
-    for i, idx in enumerate(batch_indices(len(samples), batch_size, steps, seed)):
+    bar = tqdm(batch_indices(len(samples), batch_size, steps, seed), total=steps, desc=desc)
+    for i, idx in enumerate(bar):
         chunk = [samples[j] for j in idx]
         batch = SFTBatch(input_ids=pad_rows([s.ids for s in chunk], length, pad_id),
                          attention_mask=pad_rows([[1] * len(s.ids) for s in chunk], length, 0),
@@ -68,6 +74,9 @@ def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id:
         state, metrics = step_fn(state, batch)
         if i % 10 == 0 or i == steps - 1:
             curve.append((i, float(metrics["loss"])))
+            bar.set_postfix(loss=f"{curve[-1][1]:.3f}")
+            if on_log:
+                on_log(i, {"loss": curve[-1][1], "grad_norm": float(metrics["grad_norm"])})
             if log:
                 log(f"  sft step {i}: loss {curve[-1][1]:.4f}")
     return state.model(), curve

@@ -5,12 +5,14 @@ benchmark (see ``rewardsql_jax.conductor.pipeline``); ``summary_lines(results)``
 """
 from __future__ import annotations
 
+from tqdm.auto import tqdm
+
 from rewardsql_jax.conductor.config import ConductorRunConfig
 from rewardsql_jax.conductor.pipeline import run_conductor as _run
 from rewardsql_jax.conductor.report import summary_lines
 
 
-def run_conductor(config: ConductorRunConfig, *, log=print) -> dict:
+def run_conductor(config: ConductorRunConfig, *, log=tqdm.write) -> dict:
     """Run the whole SQLConductor method for ``config``; returns the results dict (also in run_dir/results.json)."""
     if not isinstance(config, ConductorRunConfig):
         raise ValueError(f"run_conductor needs a ConductorRunConfig (configs/conductor_*.py), got {type(config).__name__}")

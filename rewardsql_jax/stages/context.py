@@ -3,6 +3,7 @@
 Each stage writes its artefacts under ``run_dir/<stage>/`` and, when it has finished, ``metrics.json``
 there; a stage whose ``metrics.json`` exists is skipped on a rerun (resume). Stages hand models to each
 other as HF directories (``save_pretrained``), so every intermediate model is loadable by transformers.
+Per-step records go to ``run_dir/log.jsonl`` and their numeric scalars to ``run_dir/tensorboard/<stage>``.
 """
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import json
 import time
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from rewardsql_jax.config import save_config
+from rewardsql_jax.training.metrics_log import ScalarLog, summary_line
 
 from .run_config import RunConfig
 
@@ -24,6 +28,7 @@ class RunContext:
     run_dir: Path
     _pool: object = None
     _tokenizer: object = None
+    _scalars: ScalarLog | None = None
 
     @classmethod
     def create(cls, config: RunConfig) -> "RunContext":
@@ -41,10 +46,12 @@ class RunContext:
         return (self.run_dir / stage / "metrics.json").exists()
 
     def finish(self, stage: str, metrics: dict) -> dict:
-        """Write the stage's metrics (marks it done for resume) and append them to the run's JSONL log."""
+        """Write the stage's metrics (marks it done for resume), append them to the run's JSONL log and write
+        their numeric scalars to TensorBoard as ``final/<name>`` at the stage's last logged step."""
         metrics = {"stage": stage, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **metrics}
         (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
         self.log(metrics)
+        self.scalars().write(stage, metrics, prefix="final/")
         return metrics
 
     def metrics(self, stage: str) -> dict:
@@ -55,8 +62,19 @@ class RunContext:
         return json.loads(path.read_text())
 
     def log(self, record: dict) -> None:
+        """Append ``record`` to ``log.jsonl``; a record with a ``step`` is also printed as one line and its
+        numeric scalars go to ``tensorboard/<record["stage"]>``."""
         with open(self.run_dir / "log.jsonl", "a") as f:
             f.write(json.dumps(record, default=float) + "\n")
+        if "step" in record:
+            tqdm.write(summary_line(record))
+            self.scalars().write(record.get("stage", "run"), record)
+
+    def scalars(self) -> ScalarLog:
+        """The run's TensorBoard writer (``tensorboard --logdir run_dir/tensorboard``)."""
+        if self._scalars is None:
+            self._scalars = ScalarLog(self.run_dir / "tensorboard")
+        return self._scalars
 
     def require(self, stage: str, artefact: str) -> Path:
         """Path of an artefact another stage made, with a clear error if it is missing."""
@@ -91,6 +109,9 @@ class RunContext:
         return make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)
 
     def close(self) -> None:
+        if self._scalars is not None:
+            self._scalars.close()
+            self._scalars = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None

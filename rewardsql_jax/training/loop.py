@@ -8,6 +8,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .checkpoint import Checkpointer
+from .metrics_log import summary_line
 from .state import TrainState
 
 
@@ -27,8 +28,9 @@ def train(state: TrainState, train_step: Callable, data_iter: Iterator, *, num_s
     ``num_steps`` is the target step count, so a state restored at step k runs ``num_steps - k`` more steps.
     Every ``save_every`` steps (and at the end) the state and ``data_iter``'s position (when it has
     ``get_state``) are checkpointed. ``history`` holds the metrics of every ``log_every``-th step (and the last)
-    as host floats, with a ``step`` key. A NaN/inf loss raises ``NonFiniteLossError`` after pending saves
-    finish; the faulty update is never applied, and the newest checkpoint is the last good one.
+    as host floats, with a ``step`` key (printed as one line when ``progress``). A NaN/inf loss raises
+    ``NonFiniteLossError`` after pending saves finish; the faulty update is never applied, and the newest
+    checkpoint is the last good one.
     """
     if save_every < 1 or log_every < 1:
         raise ValueError(f"save_every and log_every must be >= 1, got {save_every} and {log_every}.")
@@ -58,6 +60,8 @@ def train(state: TrainState, train_step: Callable, data_iter: Iterator, *, num_s
                 row = {"step": step, **_host(metrics)}
                 history.append(row)
                 bar.set_postfix(loss=f"{row['loss']:.4g}")
+                if progress:
+                    bar.write(summary_line(row))
                 if on_log is not None:
                     on_log(step, row)
             if checkpointer is not None and (step % save_every == 0 or step == num_steps):

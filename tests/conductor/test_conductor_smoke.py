@@ -30,6 +30,7 @@ def test_conductor_smoke_pipeline(tmp_path):
     assert (run / "workflow_lengths.png").stat().st_size > 1000
     assert json.loads((run / "results.json").read_text())["evaluations"]["sft_policy"]["questions"] == n
     assert (run / "action_model" / "config.json").exists() and (run / "policy_sft_rl" / "config.json").exists()
+    assert list((run / "tensorboard" / "action_sft").glob("events.out.tfevents.*"))
     episodes = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
     assert len(episodes) == 4 * n
     lines = summary_lines(results)

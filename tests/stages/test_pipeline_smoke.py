@@ -23,6 +23,7 @@ def test_smoke_pipeline_runs_every_stage_and_resumes(tmp_path):
     assert cold["train_questions"] > 0 and cold["cocte_verified"] <= cold["train_questions"]
     sft = json.loads((run_dir / "sft" / "metrics.json").read_text())
     assert sft["loss_curve"][-1][1] < sft["loss_curve"][0][1]  # SFT lowers the loss
+    assert all(list((run_dir / "tensorboard" / s).glob("events.out.tfevents.*")) for s in ("sft", "prm", "rl"))
     for d in ("sft/policy", "prm/model", "rl/policy"):
         assert (run_dir / d / "config.json").exists() and (run_dir / d / "model.safetensors").exists(), d
     ev = json.loads((run_dir / "evaluate" / "metrics.json").read_text())
