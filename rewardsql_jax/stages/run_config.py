@@ -204,8 +204,11 @@ class RunConfig:
     prm: PRMConfig = PRMConfig()
     rl: RLConfig = RLConfig()
     inference: InferenceConfig = InferenceConfig()
+    memory_check: str = "auto"        # AOT memory estimate before training: auto | on | off (stages/memory_check.py)
+    memory_limit_gb: float = 0.0      # per-device memory the check compares with; 0 = the device's own
 
     def __post_init__(self):
+        require_choice(self, "memory_check", ("auto", "on", "off"))
         unknown = [s for s in self.stages if s not in STAGES]
         if unknown:
             raise ValueError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")

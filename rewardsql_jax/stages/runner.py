@@ -5,6 +5,7 @@ import importlib
 import time
 
 from .context import RunContext
+from .memory_check import check_memory
 from .run_config import STAGES, RunConfig
 
 # stage name -> "module:function"; imported lazily so a run only pays for the stages it uses.
@@ -25,11 +26,15 @@ def stage_function(name: str):
 
 
 def run_pipeline(config: RunConfig, *, log=print) -> dict:
-    """Run ``config.stages`` in the order of ``STAGES``; returns {stage: metrics}. Resumable."""
+    """Run ``config.stages`` in the order of ``STAGES``; returns {stage: metrics}. Resumable. First the AOT
+    memory check of the training stages that will run (``memory_check.py``; MemoryError when one will not fit)."""
     ctx = RunContext.create(config)
     results = {}
     try:
-        for name in [s for s in STAGES if s in config.stages]:
+        order = [s for s in STAGES if s in config.stages]
+        # Before anything is trained or allocated: will the training steps about to run fit a device?
+        check_memory(config, [s for s in order if not ctx.is_done(s)], log=log)
+        for name in order:
             if ctx.is_done(name):
                 log(f"[{name}] already done in {ctx.run_dir} (resume): skipping")
                 results[name] = ctx.metrics(name)
