@@ -36,7 +36,7 @@ def plan_from_run_config(run_config, *, devices=None, hbm_gb: float | None = Non
     """Plan the online RL step of ``run_config``: ``rl.prompts_per_step`` x ``rl.samples_per_prompt`` rows of
     ``model.max_len`` tokens (``max_len - rl.max_new_tokens`` of prompt), ``mesh.micro_batches``, the sampler
     called on the RL stage's prompt chunks. ``devices``: a count (when a mesh axis is -1) or devices."""
-    from rewardsql_jax.stages.rl_online import chunk_prompts, loss_setup
+    from rewardsql_jax.stages.rl_online import loss_setup, sampler_prompts
 
     rl, mesh = run_config.rl, run_config.mesh
     loss, options = loss_setup(rl)
@@ -51,5 +51,5 @@ def plan_from_run_config(run_config, *, devices=None, hbm_gb: float | None = Non
                        prompts=rl.prompts_per_step, samples=rl.samples_per_prompt, prompt_len=prompt_len,
                        response_len=rl.max_new_tokens, loss=loss, loss_options=options,
                        micro_batches=mesh.micro_batches, compute_dtype=run_config.model.dtype,
-                       sample_prompts=chunk_prompts(rl.prompts_per_step), hbm_gb=hbm_gb,
+                       sample_prompts=sampler_prompts(rl), hbm_gb=hbm_gb,
                        compile_layers=compile_layers, name=Path(run_config.model.path).name or None)

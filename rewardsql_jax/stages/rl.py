@@ -33,8 +33,8 @@ from .context import RunContext
 from .policy import load_model, save_model
 from .rl_batches import rl_length
 from .rl_checkpoint import RLCheckpoints
-from .rl_online import (ONLINE_ALGORITHMS, PRM_ALGORITHMS, check_online_config, chunk_prompts, loss_setup,
-                        pick_questions, step_rewards)
+from .rl_online import (ONLINE_ALGORITHMS, PRM_ALGORITHMS, check_online_config, loss_setup, pick_questions,
+                        sampler_prompts, step_rewards)
 from .rl_rollouts import sample_rollouts, score_rows
 
 STOP_ENV = "REWARDSQL_RL_STOP_AFTER"
@@ -102,6 +102,13 @@ def checkpoint_every(ctx: RunContext) -> int:
     return ctx.config.rl.checkpoint_every
 
 
+def announce_resume(ctx: RunContext, ckpt: RLCheckpoints, start: int) -> None:
+    """Say (stdout and ``log.jsonl``) that the stage continues from a checkpoint; ``metrics.json`` records
+    the same step as ``resumed_from_step``."""
+    print(f"[rl] resumed from step {start}/{ctx.config.rl.steps} (checkpoint in {ckpt.ck.directory})", flush=True)
+    ctx.log({"stage": "rl", "resumed_at_step": start})
+
+
 def _scalar(metrics, name):
     return float(metrics[name]) if name in metrics else float("nan")
 
@@ -128,7 +135,7 @@ def _run_online(ctx: RunContext) -> dict:
     restored = ckpt.restore(state)
     if restored is not None:
         state, start, history = restored
-        ctx.log({"stage": "rl", "resumed_at_step": start})
+        announce_resume(ctx, ckpt, start)
     clauses = rl.algorithm == "reinforce_pp"
     host_fn = lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=clauses)  # noqa: E731
     limit, every, ran = stop_after(ctx), checkpoint_every(ctx), 0
@@ -167,7 +174,7 @@ def _online_step(ctx, data, state, step_fn, step, host_fn, scorer, history, bar)
     ro = sample_rollouts(state.model(), tok, [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx],
                          samples=rl.samples_per_prompt, temperature=rl.temperature,
                          max_new_tokens=rl.max_new_tokens, seed=cfg.seed * 100_003 + step, host_fn=host_fn,
-                         prompts_per_call=chunk_prompts(rl.prompts_per_step))
+                         prompts_per_call=sampler_prompts(rl))
     sr = step_rewards(rl.algorithm, rl.advantage_variant, ro, group_size=rl.samples_per_prompt, scorer=scorer,
                       length=data.length, pad_id=pad)
     state, m = step_fn(state, sr.batch)

@@ -29,10 +29,11 @@ from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 from .context import RunContext
 from .encoding import batch_indices
 from .policy import save_model
-from .rl import checkpoint_every, checkpoint_or_stop, load_prm_scorer, new_state, rl_data, stop_after, train_step
+from .rl import (announce_resume, checkpoint_every, checkpoint_or_stop, load_prm_scorer, new_state, rl_data,
+                 stop_after, train_step)
 from .rl_batches import preference_batch, sft_batch
 from .rl_checkpoint import RLCheckpoints
-from .rl_online import chunk_prompts
+from .rl_online import sampler_prompts
 from .rl_rollouts import sample_rollouts, score_rows
 
 
@@ -48,7 +49,7 @@ def _candidates(ctx: RunContext, data, state) -> list[dict]:
     t0 = time.perf_counter()
     ro = sample_rollouts(state.model(), tok, [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx],
                          samples=rl.samples_per_prompt, temperature=rl.temperature, max_new_tokens=rl.max_new_tokens,
-                         seed=cfg.seed * 100_003 + 7, prompts_per_call=chunk_prompts(rl.prompts_per_step),
+                         seed=cfg.seed * 100_003 + 7, prompts_per_call=sampler_prompts(rl),
                          host_fn=lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=False))
     scores = scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
     out = []
@@ -115,6 +116,7 @@ def run_offline(ctx: RunContext) -> dict:
     restored = ckpt.restore(state)
     if restored is not None:
         state, start, history = restored
+        announce_resume(ctx, ckpt, start)
     limit, every, ran = stop_after(ctx), checkpoint_every(ctx), 0
     batches = batch_indices(len(items), rl.prompts_per_step, rl.steps - start, cfg.seed, start_step=start)
     try:

@@ -94,3 +94,9 @@ def chunk_prompts(prompts_per_step: int) -> int:
     """Prompts per sampler call: the largest divisor of ``prompts_per_step`` at most half of it, so every call
     has one shape and a step has >= 2 chunks whose host work overlaps sampling (1 prompt: 1)."""
     return max(d for d in range(1, max(prompts_per_step // 2, 1) + 1) if prompts_per_step % d == 0)
+
+
+def sampler_prompts(rl) -> int:
+    """Prompts per sampler call of the RL stage: ``rl.prompts_per_sampler_call`` (a divisor of
+    ``rl.prompts_per_step``, checked by ``RLConfig``), or when it is 0 the automatic ``chunk_prompts``."""
+    return rl.prompts_per_sampler_call or chunk_prompts(rl.prompts_per_step)

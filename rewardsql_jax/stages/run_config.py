@@ -143,6 +143,7 @@ class RLConfig:
     rs_threshold: float = 1.5
     checkpoint_every: int = 5         # Orbax checkpoint of the RL state every N steps (and after the last)
     stop_after: int = 0               # > 0: stop after N steps, as if killed (resume tests); 0 = run all
+    prompts_per_sampler_call: int = 0  # prompts per sampler call (a divisor of prompts_per_step); 0 = automatic
 
     def __post_init__(self):
         require_choice(self, "algorithm", RL_ALGORITHMS)
@@ -150,6 +151,11 @@ class RLConfig:
         require_positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every")
         if self.stop_after < 0:
             raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")
+        if self.prompts_per_sampler_call < 0 or (self.prompts_per_sampler_call
+                                                 and self.prompts_per_step % self.prompts_per_sampler_call):
+            raise ValueError(f"rl.prompts_per_sampler_call={self.prompts_per_sampler_call} must divide "
+                             f"rl.prompts_per_step={self.prompts_per_step} (every sampler call has one shape), "
+                             f"or be 0 (automatic: the largest divisor at most half of it)")
 
 
 @dataclasses.dataclass(frozen=True)
