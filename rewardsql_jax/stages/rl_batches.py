@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rewardsql_jax.training.batch import PreferenceBatch, RLBatch, SFTBatch
+from rewardsql_jax.training.batch import GroupedRLBatch, PreferenceBatch, RLBatch, SFTBatch
 
 from .encoding import bucket_length
 
@@ -72,6 +72,53 @@ def rl_batch(prompts, completions, logprobs, *, length: int, pad_id: int, advant
             raise ValueError("token_rewards are per token: pass token_values")
     return RLBatch(input_ids=ids, attention_mask=attn, completion_mask=comp, old_logprobs=old,
                    **{field: values}).validate()
+
+
+def grouped_rl_batch(prompts, completions, logprobs, *, group: int, prompt_length: int, completion_length: int,
+                     pad_id: int, advantages=None, token_values=None, field: str = "advantages") -> GroupedRLBatch:
+    """GroupedRLBatch of ``len(prompts)`` prompts with ``group`` completions each (``completions``,
+    ``logprobs``, ``advantages`` / ``token_values`` prompt-major, one per completion, as for ``rl_batch``).
+    Prompts are left-padded to ``prompt_length``, completions right-padded to ``completion_length``; the
+    train step computes each prompt once (``models.shared_prefix``)."""
+    if (advantages is None) == (token_values is None):
+        raise ValueError("give exactly one of advantages (per sequence) or token_values (per token)")
+    if field not in ("advantages", "token_rewards"):
+        raise ValueError(f"field={field!r}: use 'advantages' or 'token_rewards'")
+    n = len(prompts)
+    if len(completions) != n * group or len(logprobs) != n * group:
+        raise ValueError(f"{n} prompts x group {group} needs {n * group} completions and logprob rows, got "
+                         f"{len(completions)} and {len(logprobs)} (prompt-major)")
+    long_p = max((len(p) for p in prompts), default=0)
+    long_c = max((len(c) for c in completions), default=0)
+    if long_p > prompt_length or long_c > completion_length:
+        raise ValueError(f"longest prompt {long_p} / completion {long_c} exceed prompt_length={prompt_length} / "
+                         f"completion_length={completion_length}")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    p_ids = np.full((n, prompt_length), pad_id, np.int32)
+    p_mask = np.zeros((n, prompt_length), np.int32)
+    for i, p in enumerate(prompts):
+        p_ids[i, prompt_length - len(p):] = p
+        p_mask[i, prompt_length - len(p):] = 1
+    start = [()] * len(completions)  # completion-aligned: every row starts at 0
+    c_ids = _place(start, completions, completion_length, pad_id, np.int32)
+    c_mask = _place(start, [np.ones(len(c)) for c in completions], completion_length, 0, np.int32)
+    old = _place(start, logprobs, completion_length, 0.0, np.float32)
+    grouped = lambda x: x.reshape(n, group, *x.shape[1:])  # noqa: E731
+    if token_values is not None:
+        bad = [i for i, (v, c) in enumerate(zip(token_values, completions)) if len(v) != len(c)]
+        if bad:
+            raise ValueError(f"rows {bad[:5]}: token_values must have one value per completion token")
+        values = grouped(_place(start, token_values, completion_length, 0.0, np.float32))
+    else:
+        if field == "token_rewards":
+            raise ValueError("token_rewards are per token: pass token_values")
+        values = np.asarray(advantages, np.float32)
+        if values.shape != (n * group,):
+            raise ValueError(f"advantages must be [{n * group}] (one per completion), got shape {values.shape}")
+        values = values.reshape(n, group)
+    return GroupedRLBatch(prompt_ids=p_ids, prompt_mask=p_mask, completion_ids=grouped(c_ids),
+                          completion_mask=grouped(c_mask), old_logprobs=grouped(old), **{field: values}).validate()
 
 
 def preference_batch(prompts, chosen, rejected, *, length: int, pad_id: int) -> PreferenceBatch:

@@ -26,8 +26,9 @@ from rewardsql_jax import losses
 from rewardsql_jax.models.prm_head import prm_tag_logits
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
-from .batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
-from .logprobs import sequence_logprobs, sequence_logprobs_and_entropy, summed_logprobs
+from .batch import GroupedRLBatch, PRMBatch, PreferenceBatch, RLBatch, SFTBatch
+from .logprobs import (sequence_logprobs, sequence_logprobs_and_entropy, shared_prefix_logprobs,
+                       summed_logprobs)
 
 # Options the adapters consume themselves; every other loss option goes to the loss function.
 ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids")
@@ -50,7 +51,7 @@ class LossAdapter:
     prepare(model, ref_model, batch, options) -> (batch, metrics)          (whole batch, no gradient; optional)
     """
 
-    batch_type: type
+    batch_type: type | tuple
     weighted: Callable
     prepare: Callable | None = None
 
@@ -82,10 +83,32 @@ def _rescale(loss, count, *, floor_one: bool = True):
     return loss * (jnp.maximum(count, 1.0) if floor_one else count), count
 
 
+def _rl_logprobs(model, batch, opts, *, with_entropy: bool = False):
+    """Token log-probs (and entropies) aligned with the batch's per-token fields: [B, T] for an RLBatch,
+    [P, G, Lc] for a GroupedRLBatch (each prompt computed once)."""
+    kw = dict(temperature=opts.get("temperature", 1.0))
+    if isinstance(batch, GroupedRLBatch):
+        return shared_prefix_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
+                                      chunk_size=opts.get("logprob_chunk_size"), with_entropy=with_entropy, **kw)
+    if with_entropy:
+        return sequence_logprobs_and_entropy(model, batch.input_ids, batch.attention_mask, **kw)
+    return sequence_logprobs(model, batch.input_ids, batch.attention_mask,
+                             chunk_size=opts.get("logprob_chunk_size"), **kw)
+
+
+def _rows(batch, x):
+    """A GroupedRLBatch's [P, G, ...] arrays as rows [P * G, ...] (what the losses take); RLBatch's as they are."""
+    if x is None or not isinstance(batch, GroupedRLBatch):
+        return x
+    return x.reshape(-1, *x.shape[2:])
+
+
+def _flat(batch, *fields):
+    return [_rows(batch, getattr(batch, f)) for f in fields]
+
+
 def _no_grad_logprobs(model, batch, opts):
-    return jax.lax.stop_gradient(sequence_logprobs(model, batch.input_ids, batch.attention_mask,
-                                                   temperature=opts.get("temperature", 1.0),
-                                                   chunk_size=opts.get("logprob_chunk_size")))
+    return jax.lax.stop_gradient(_rl_logprobs(model, batch, opts))
 
 
 def _need_ref(ref_model, loss_name, field):
@@ -138,14 +161,13 @@ def _grpo(model, ref_model, batch: RLBatch, loss_fn, opts):
         _need_ref(ref_model, "grpo", "RLBatch.ref_logprobs")
         ref = _no_grad_logprobs(ref_model, batch, own)
     if opts.get("entropy_coef", 0.0) != 0.0:  # entropy bonus: per-token entropies of the policy
-        lp, entropy = sequence_logprobs_and_entropy(model, batch.input_ids, batch.attention_mask,
-                                                    temperature=own.get("temperature", 1.0))
-        opts = {**opts, "entropy": entropy}
+        lp, entropy = _rl_logprobs(model, batch, own, with_entropy=True)
+        opts = {**opts, "entropy": _rows(batch, entropy)}
     else:
-        lp = sequence_logprobs(model, batch.input_ids, batch.attention_mask,
-                               temperature=own.get("temperature", 1.0), chunk_size=own.get("logprob_chunk_size"))
-    mask = jnp.asarray(batch.completion_mask, jnp.float32)
-    loss, metrics = loss_fn(lp, batch.old_logprobs, batch.advantages, mask, ref_logprobs=ref, **opts)
+        lp = _rl_logprobs(model, batch, own)
+    mask, old, adv = _flat(batch, "completion_mask", "old_logprobs", "advantages")
+    mask = jnp.asarray(mask, jnp.float32)
+    loss, metrics = loss_fn(_rows(batch, lp), old, adv, mask, ref_logprobs=_rows(batch, ref), **opts)
     agg = opts.get("agg", "grpo")
     total, count = _rescale(loss, _pg_count(mask, agg, opts.get("max_len")), floor_one=agg != "dr_grpo")
     return WeightedLoss(total, count, metrics)
@@ -167,25 +189,27 @@ def _reinforce_pp_prepare(model, ref_model, batch: RLBatch, opts):
     if ref is None and opts.get("kl_coef", 0.0) != 0.0:
         _need_ref(ref_model, "reinforce_pp", "RLBatch.ref_logprobs")
         ref = _no_grad_logprobs(ref_model, batch, own)
-    rr = reinforce_pp_returns(batch.token_rewards, mask, gamma=opts.get("gamma", 1.0), old_logprobs=old,
+    shape = mask.shape  # whitening runs over every token of the batch: flatten groups, then restore
+    mask, old, ref, token_rewards = (_rows(batch, x) for x in (mask, old, ref, batch.token_rewards))
+    rr = reinforce_pp_returns(token_rewards, mask, gamma=opts.get("gamma", 1.0), old_logprobs=old,
                               ref_logprobs=ref, kl_coef=opts.get("kl_coef", 0.0), kl=opts.get("kl", "k1"),
                               whiten=opts.get("whiten", True))
     metrics = {"returns/mean": losses.masked_mean(rr.returns, mask), "rewards/mean": losses.masked_mean(rr.rewards, mask)}
     if ref is not None:
         metrics["kl"] = losses.masked_mean(old - ref, mask)
-    batch = batch.replace(old_logprobs=old, token_rewards=jax.lax.stop_gradient(rr.advantages), ref_logprobs=None)
+    batch = batch.replace(old_logprobs=old.reshape(shape),
+                          token_rewards=jax.lax.stop_gradient(rr.advantages).reshape(shape), ref_logprobs=None)
     return batch, metrics
 
 
 def _reinforce_pp(model, ref_model, batch: RLBatch, loss_fn, opts):
     own, opts = _split(opts)
     opts = {k: v for k, v in opts.items() if k not in _RPP_RETURN_OPTIONS}
-    lp = sequence_logprobs(model, batch.input_ids, batch.attention_mask, temperature=own.get("temperature", 1.0),
-                           chunk_size=own.get("logprob_chunk_size"))
-    mask = jnp.asarray(batch.completion_mask, jnp.float32)
+    lp = _rows(batch, _rl_logprobs(model, batch, own))
+    mask, old, advantages = _flat(batch, "completion_mask", "old_logprobs", "token_rewards")
+    mask = jnp.asarray(mask, jnp.float32)
     # token_rewards already hold the whitened advantages: gamma=0, no KL, no whitening makes A_t = r_t.
-    loss, metrics = loss_fn(lp, batch.old_logprobs, batch.token_rewards, mask, gamma=0.0, kl_coef=0.0,
-                            whiten=False, **opts)
+    loss, metrics = loss_fn(lp, old, advantages, mask, gamma=0.0, kl_coef=0.0, whiten=False, **opts)
     metrics = {k: v for k, v in metrics.items() if k.startswith("clip_ratio")}
     total, count = _rescale(loss, _pg_count(mask, opts.get("agg", "token_mean"), None))
     return WeightedLoss(total, count, metrics)
@@ -228,8 +252,8 @@ def _prm(model, ref_model, batch: PRMBatch, loss_fn, opts):
 
 
 register_adapter("sft", LossAdapter(SFTBatch, _sft))
-register_adapter("grpo", LossAdapter(RLBatch, _grpo))
-register_adapter("reinforce_pp", LossAdapter(RLBatch, _reinforce_pp, prepare=_reinforce_pp_prepare))
+register_adapter("grpo", LossAdapter((RLBatch, GroupedRLBatch), _grpo))
+register_adapter("reinforce_pp", LossAdapter((RLBatch, GroupedRLBatch), _reinforce_pp, prepare=_reinforce_pp_prepare))
 register_adapter("dpo", LossAdapter(PreferenceBatch, _dpo))
 register_adapter("prm", LossAdapter(PRMBatch, _prm))
 

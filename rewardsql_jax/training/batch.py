@@ -110,6 +110,51 @@ class RLBatch(_Checks):
 
 
 @struct.dataclass
+class GroupedRLBatch(_Checks):
+    """``RLBatch`` for groups of completions that share a prompt, each prompt stored (and computed) once.
+
+    ``prompt_ids``/``prompt_mask`` [P, Lp] are LEFT-padded; ``completion_ids``/``completion_mask`` [P, G, Lc]
+    right-padded, completion-aligned: ``[p, g, t]`` is token t of sample g of prompt p. ``old_logprobs``,
+    ``ref_logprobs``, ``token_rewards`` [P, G, Lc]; ``advantages`` [P, G] (per sequence) or [P, G, Lc]. The
+    train step computes the same loss and gradients as on the equivalent ``RLBatch`` rows
+    (``models.shared_prefix``); micro-batches split whole groups, so ``batch_size`` counts prompts.
+    """
+
+    prompt_ids: Any
+    prompt_mask: Any
+    completion_ids: Any
+    completion_mask: Any
+    old_logprobs: Any = None
+    advantages: Any = None
+    ref_logprobs: Any = None
+    token_rewards: Any = None
+
+    def validate(self) -> "GroupedRLBatch":
+        """Raise ValueError naming the first malformed field; return self."""
+        p, _ = self._need("prompt_ids", 2, "[prompts, prompt_len] int token ids (left-padded)")
+        self._integer("prompt_ids")
+        self._match("prompt_ids", ["prompt_mask"])
+        shape = self._need("completion_ids", 3, "[prompts, group, completion_len] int token ids")
+        self._integer("completion_ids")
+        if shape[0] != p:
+            raise ValueError(f"GroupedRLBatch.completion_ids has shape {shape} but prompt_ids has {p} prompts; "
+                             f"give [prompts, group, completion_len].")
+        self._match("completion_ids", ["completion_mask"])
+        self._match("completion_ids", ["old_logprobs", "ref_logprobs", "token_rewards"], optional=True)
+        if isinstance(self.prompt_mask, np.ndarray) and p and not np.asarray(self.prompt_mask)[:, -1].all():
+            raise ValueError("GroupedRLBatch.prompt_mask: prompts must be LEFT-padded (the last slot of every "
+                             "prompt is a real token).")
+        if self.advantages is not None and _shape(self.advantages) not in (shape[:2], shape):
+            raise ValueError(f"GroupedRLBatch.advantages has shape {_shape(self.advantages)}; it must be "
+                             f"{list(shape[:2])} (per sequence) or {list(shape)} (per token).")
+        return self
+
+    @property
+    def group_size(self) -> int:
+        return _shape(self.completion_ids)[1]
+
+
+@struct.dataclass
 class PreferenceBatch(_Checks):
     """Chosen / rejected completions of the same prompts, padded to one [B, T]; loss masks cover completions.
 

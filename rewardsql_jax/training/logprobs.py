@@ -4,6 +4,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rewardsql_jax.models.shared_prefix import shared_prefix_hidden
+
 
 def target_logprobs(logits, targets, *, temperature: float = 1.0):
     """log softmax(logits / temperature)[target] per position, in fp32.
@@ -28,12 +30,15 @@ def sequence_logprobs(model, input_ids, attention_mask=None, *, temperature: flo
     in the forward or the backward pass.
     """
     hidden = model.hidden_states(input_ids, attention_mask)[:, :-1]
-    targets = jnp.asarray(input_ids)[:, 1:]
-    if chunk_size is None or chunk_size >= hidden.shape[1]:
-        lp = target_logprobs(model.logits_from_hidden(hidden), targets, temperature=temperature)
-    else:
-        lp = _chunked(model, hidden, targets, temperature, chunk_size)
+    lp = _hidden_logprobs(model, hidden, jnp.asarray(input_ids)[:, 1:], temperature, chunk_size)
     return jnp.pad(lp, ((0, 0), (1, 0)))
+
+
+def _hidden_logprobs(model, hidden, targets, temperature, chunk_size):
+    """log p(targets) from hidden states ``[B, T, D]`` (vocab projection chunked when asked)."""
+    if chunk_size is None or chunk_size >= hidden.shape[1]:
+        return target_logprobs(model.logits_from_hidden(hidden), targets, temperature=temperature)
+    return _chunked(model, hidden, targets, temperature, chunk_size)
 
 
 def sequence_logprobs_and_entropy(model, input_ids, attention_mask=None, *, temperature: float = 1.0):
@@ -43,13 +48,31 @@ def sequence_logprobs_and_entropy(model, input_ids, attention_mask=None, *, temp
     token t was drawn from (verl ``entropy_from_logits``); entry 0 is 0. Materialises [B, T, V] logits.
     """
     hidden = model.hidden_states(input_ids, attention_mask)[:, :-1]
-    logits = model.logits_from_hidden(hidden).astype(jnp.float32) / temperature
-    log_p = jax.nn.log_softmax(logits, axis=-1)
-    targets = jnp.asarray(input_ids)[:, 1:, None].astype(jnp.int32)
-    lp = jnp.take_along_axis(log_p, targets, axis=-1)[..., 0]
-    entropy = -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+    lp, entropy = _hidden_logprobs_and_entropy(model, hidden, jnp.asarray(input_ids)[:, 1:], temperature)
     pad = ((0, 0), (1, 0))
     return jnp.pad(lp, pad), jnp.pad(entropy, pad)
+
+
+def _hidden_logprobs_and_entropy(model, hidden, targets, temperature):
+    logits = model.logits_from_hidden(hidden).astype(jnp.float32) / temperature
+    log_p = jax.nn.log_softmax(logits, axis=-1)
+    lp = jnp.take_along_axis(log_p, targets[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    return lp, -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+
+
+def shared_prefix_logprobs(model, prompt_ids, prompt_mask, completion_ids, *, temperature: float = 1.0,
+                           chunk_size: int | None = None, with_entropy: bool = False):
+    """Completion-aligned log-probs ``[P, G, Lc]`` (entry t: log p(completion[t] | prompt, completion[:t]))
+    of G completions per prompt, each prompt computed once (``models.shared_prefix``); with
+    ``with_entropy`` also the entropies of the distributions the tokens were drawn from (as
+    ``sequence_logprobs_and_entropy``). Same values as ``sequence_logprobs`` on the unshared rows."""
+    hidden = shared_prefix_hidden(model, prompt_ids, prompt_mask, completion_ids)
+    p, g, lc, d = hidden.shape
+    hidden, targets = hidden.reshape(p * g, lc, d), jnp.asarray(completion_ids).reshape(p * g, lc)
+    if with_entropy:
+        lp, entropy = _hidden_logprobs_and_entropy(model, hidden, targets, temperature)
+        return lp.reshape(p, g, lc), entropy.reshape(p, g, lc)
+    return _hidden_logprobs(model, hidden, targets, temperature, chunk_size).reshape(p, g, lc)
 
 
 def _chunked(model, hidden, targets, temperature, chunk_size):

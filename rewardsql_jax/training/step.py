@@ -119,8 +119,9 @@ class TrainStep:
         """Raise ValueError if ``batch`` has the wrong type or shapes for this loss / micro-batching / mesh."""
         want = self.adapter.batch_type
         if not isinstance(batch, want):
-            raise ValueError(f"loss {self.loss_name!r} trains on {want.__name__}, got {type(batch).__name__}; "
-                             f"build a {want.__name__} (rewardsql_jax.training.batch).")
+            names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
+            raise ValueError(f"loss {self.loss_name!r} trains on {names}, got {type(batch).__name__}; "
+                             f"build a {names} (rewardsql_jax.training.batch).")
         batch.validate()
         b = batch.batch_size
         if b % self.micro_batches:
