@@ -43,15 +43,17 @@ def check_options(*, max_new_tokens, temperature, top_p, top_k, num_samples) -> 
 
 @dataclasses.dataclass(frozen=True)
 class PaddedBatch:
-    """Prompts repeated ``num_samples`` times (prompt-major) and left-padded to ``ids.shape[1]``.
+    """Each distinct prompt once, left-padded to ``ids.shape[1]``; the sampler prefills them once and
+    repeats the KV cache ``num_samples`` times (rows prompt-major).
 
     ``cache_len`` = padded prompt length + ``gen_capacity`` (the output buffer width)."""
 
-    ids: np.ndarray  # [B, P] int32
-    mask: np.ndarray  # [B, P] bool, True on real tokens
-    lengths: np.ndarray  # [B] int32
+    ids: np.ndarray  # [N, P] int32, one row per prompt
+    mask: np.ndarray  # [N, P] bool, True on real tokens
+    lengths: np.ndarray  # [N] int32
     cache_len: int
     gen_capacity: int
+    num_samples: int = 1
 
 
 def _as_prompt_list(prompt_ids) -> list[list[int]]:
@@ -97,11 +99,11 @@ def pad_prompts(prompt_ids, *, num_samples: int, pad_id: int, max_new_tokens: in
             )
         width = min(bucket_length(longest), max_cache_len - max_new_tokens)
         capacity = max_cache_len - width
-    rows = [p for p in prompts for _ in range(num_samples)]
-    ids = np.full((len(rows), width), pad_id, dtype=np.int32)
-    mask = np.zeros((len(rows), width), dtype=bool)
-    for r, p in enumerate(rows):
+    ids = np.full((len(prompts), width), pad_id, dtype=np.int32)
+    mask = np.zeros((len(prompts), width), dtype=bool)
+    for r, p in enumerate(prompts):
         ids[r, width - len(p):] = p
         mask[r, width - len(p):] = True
-    lengths = np.array([len(p) for p in rows], dtype=np.int32)
-    return PaddedBatch(ids=ids, mask=mask, lengths=lengths, cache_len=width + capacity, gen_capacity=capacity)
+    lengths = np.array([len(p) for p in prompts], dtype=np.int32)
+    return PaddedBatch(ids=ids, mask=mask, lengths=lengths, cache_len=width + capacity, gen_capacity=capacity,
+                       num_samples=num_samples)

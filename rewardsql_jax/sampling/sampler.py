@@ -1,7 +1,8 @@
 """KV-cache sampler: one jitted prefill, one jitted decode loop (``lax.while_loop``), donated state.
 
 Flow of ``generate``: prompts are checked and left-padded on the host (``inputs.pad_prompts``); the
-prefill runs the whole padded prompt through ``hidden_with_cache``, projects only the last position
+prefill runs each padded prompt once through ``hidden_with_cache`` (``num_samples`` > 1: then repeats
+its KV cache per sample, so a GRPO group pays for one prefill), projects only the last position
 to logits and draws token 0; the decode loop feeds token ``i-1`` at cache slot ``P + i - 1`` and
 draws token ``i`` until ``max_new_tokens`` or until every row has emitted an EOS id. Nothing leaves
 the device until the loop ends.
@@ -39,6 +40,7 @@ class _StaticOptions:
     use_top_p: bool
     cache_len: int
     gen_capacity: int
+    num_samples: int = 1
 
 
 @struct.dataclass
@@ -68,12 +70,17 @@ def _is_eos(tokens, eos_ids):
 def _prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_ids, pad_id, *, opts):
     TRACE_COUNTS["prefill"] += 1
     model = nnx.merge(graphdef, state)
-    b = ids.shape[0]
-    cache = init_cache(model.config, b, opts.cache_len)
-    key_mask = jnp.concatenate([mask, jnp.ones((b, opts.gen_capacity), bool)], axis=1)
+    n = ids.shape[0]
+    cache = init_cache(model.config, n, opts.cache_len)
+    key_mask = jnp.concatenate([mask, jnp.ones((n, opts.gen_capacity), bool)], axis=1)
     positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
     hidden, cache = model.hidden_with_cache(ids, positions, cache, write_index=0, key_mask=key_mask)
     logits = model.logits_from_hidden(hidden[:, -1])  # left padding: the last slot is real for every row
+    if opts.num_samples > 1:  # each prompt was prefilled once; its samples share that cache from here on
+        rep = functools.partial(jnp.repeat, repeats=opts.num_samples, axis=0)
+        cache = KVCache(k=tuple(map(rep, cache.k)), v=tuple(map(rep, cache.v)))
+        logits, key_mask, lengths = rep(logits), rep(key_mask), rep(lengths)
+    b = logits.shape[0]
     key, sub = jax.random.split(key)
     tok, logp = _draw(sub, logits, temperature, top_p, opts)
     tokens = jnp.full((b, opts.gen_capacity), pad_id, jnp.int32).at[:, 0].set(tok)
@@ -153,7 +160,7 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
     greedy = temperature == 0
     opts = _StaticOptions(greedy=greedy, top_k=int(top_k) if not greedy else 0,
                           use_top_p=(not greedy) and top_p < 1.0, cache_len=batch.cache_len,
-                          gen_capacity=batch.gen_capacity)
+                          gen_capacity=batch.gen_capacity, num_samples=num_samples)
     graphdef, state = nnx.split(model)
     temp = jnp.float32(temperature if not greedy else 1.0)
     p = jnp.float32(top_p)
@@ -166,5 +173,5 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
     st = _decode(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
     tokens, logprobs, steps = jax.device_get((st.tokens, st.logprobs, st.step))
     out_tokens, out_logprobs, finished = _to_lists(tokens, logprobs, max_new_tokens, eos)
-    return GenerationResult(tokens=out_tokens, logprobs=out_logprobs, prompt_lengths=[int(n) for n in batch.lengths],
+    return GenerationResult(tokens=out_tokens, logprobs=out_logprobs, prompt_lengths=[int(n) for n in batch.lengths for _ in range(num_samples)],
                             finished=finished, num_samples=num_samples, steps=int(steps))
