@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 from rewardsql_jax.config import apply_overrides, load_config  # noqa: E402
 from rewardsql_jax.distributed import maybe_initialize_distributed  # noqa: E402
 from rewardsql_jax.planning.launch import run_plan, split_plan_overrides  # noqa: E402
+from rewardsql_jax.stages.memory_check import WillNotFit  # noqa: E402
 from rewardsql_jax.stages.report import print_summary  # noqa: E402
 from rewardsql_jax.stages.runner import run_pipeline  # noqa: E402
 
@@ -42,7 +43,11 @@ def main(argv=None) -> int:
         run_plan(config, plan_opts)
         return 0
     maybe_initialize_distributed()
-    results = run_pipeline(config)
+    try:
+        results = run_pipeline(config)
+    except WillNotFit as e:  # the AOT memory check before training: its message is the whole story
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print_summary(config, results)
     return 0
 

@@ -29,6 +29,10 @@ HOW_TO_DISABLE = "set memory_check=off to skip this check"
 _PRM_MAX_STEPS = 16  # step tags per PRM row in the estimate (a few KB: does not move the peak)
 
 
+class WillNotFit(MemoryError):
+    """A train step's AOT estimate exceeds the device memory (raised before anything is allocated)."""
+
+
 def host_available_bytes() -> int | None:
     """MemAvailable of /proc/meminfo (Linux), else free physical pages; None when unknown."""
     try:
@@ -139,7 +143,8 @@ def check_stage(config, stage: str, devices, limit: int):
 def check_memory(config, stages, *, log=print, devices=None) -> dict:
     """Check the training stages among ``stages`` (those about to run); returns {stage: FitCheck}.
 
-    Raises MemoryError with the planner's message (and how to disable the check) when a step will not fit.
+    Raises ``WillNotFit`` (a MemoryError) with the planner's message and how to disable the check when a step
+    will not fit.
     """
     todo = [s for s in TRAINING_STAGES if s in stages]
     if config.memory_check == "off" or not todo:
@@ -162,7 +167,7 @@ def check_memory(config, stages, *, log=print, devices=None) -> dict:
             log(f"[memory_check] {stage}: could not plan its step ({type(e).__name__}: {e}); not checked")
             continue
         if not fit.ok:
-            raise MemoryError(f"{fit.message} [AOT memory check of the {stage} stage before training, against "
+            raise WillNotFit(f"{fit.message} [AOT memory check of the {stage} stage before training, against "
                               f"{source}; {HOW_TO_DISABLE}]")
         log(f"[memory_check] {stage}: {fit.message} ({source}; {time.perf_counter() - t0:.1f}s)")
         results[stage] = fit

@@ -2,7 +2,9 @@
 memory stops the run with the planner's message before any stage writes anything; a fitting one passes;
 ``memory_check=off`` skips it; on CPU ``auto`` skips it (logged) unless ``memory_limit_gb`` is set."""
 import dataclasses
+import importlib.util
 import types
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,7 @@ from rewardsql_jax.stages import memory_check, runner
 from rewardsql_jax.stages.run_config import (DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig,
                                              SFTConfig)
 
+ROOT = Path(__file__).resolve().parents[2]
 TINY = RunConfig(name="memcheck", workers=1, data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=4),
                  model=ModelConfigSection(vocab_size=256, hidden_size=32, intermediate_size=64, num_layers=1,
                                           num_heads=2, num_kv_heads=1, max_len=256),
@@ -39,6 +42,16 @@ def test_a_step_that_cannot_fit_stops_the_run_before_any_stage_writes(tmp_path):
     assert "memory_check=off" in msg and "memory_limit_gb=0.0001" in msg
     run = tmp_path / "run"
     assert not (run / "cold_start").exists() and not (run / "sft").exists()
+
+
+def test_the_launcher_prints_the_message_and_exits_1(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("launch_run", ROOT / "launch" / "run.py")
+    launcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launcher)
+    argv = ["--config", str(ROOT / "configs" / "smoke.py"), f"run_dir={tmp_path / 'run'}", "memory_limit_gb=0.0001"]
+    assert launcher.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: will OOM: the sft train step") and "memory_check=off" in err
 
 
 def test_a_fitting_run_is_checked_and_runs(tmp_path, ran):
