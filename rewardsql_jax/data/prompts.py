@@ -1,4 +1,5 @@
-"""Prompt strings: Reward-SQL's raw M-Schema prompt and a plain prompt (EXPO-SQL, other baselines).
+"""Prompt strings: Reward-SQL's raw M-Schema prompt, its gold SQL -> Chain-of-CTEs rewrite prompt
+(``cocte_rewrite_prompt``, cold start) and a plain prompt (EXPO-SQL, other baselines).
 
 Reward-SQL (DESIGN.md; paper Appendix A.4 / Figure 6, built on XiYan's M-Schema template) feeds
 the model a raw string, no chat template. Its layout follows XiYan's published English template
@@ -66,3 +67,41 @@ def plain_prompt(schema_text: str, question: str, evidence: str = "") -> str:
         lines.append(f"Evidence: {evidence.strip()}")
     lines += ["", "SQL:"]
     return "\n".join(lines) + "\n"
+
+
+# One hand-written rewrite (Reward-SQL Figure 7's example #1) in the policy's output layout: one CTE per step,
+# steps separated by a blank line, then the final SELECT.
+COCTE_REWRITE_EXAMPLE = (
+    "Please list the team names which have at least 3 all-star players.",
+    "SELECT players_teams.tmid FROM players_teams INNER JOIN player_allstar ON players_teams.playerid = "
+    "player_allstar.playerid GROUP BY players_teams.tmid HAVING count(DISTINCT players_teams.playerid) >= 3",
+    "WITH All_Star_Players AS (\n  SELECT playerid\n  FROM player_allstar\n),\n\n"
+    "All_Star_Team_Associations AS (\n  SELECT pt.tmid, pt.playerid\n  FROM players_teams AS pt\n"
+    "  INNER JOIN All_Star_Players AS asp ON pt.playerid = asp.playerid\n),\n\n"
+    "Teams_With_Three_All_Stars AS (\n  SELECT at.tmid\n  FROM All_Star_Team_Associations AS at\n"
+    "  GROUP BY at.tmid\n  HAVING COUNT(DISTINCT at.playerid) >= 3\n)\n\n"
+    "SELECT tmid FROM Teams_With_Three_All_Stars",
+)
+COCTE_REWRITE_ANSWER = "【Chain-of-CTEs】\n"
+
+
+def cocte_rewrite_prompt(schema_text: str, question: str, gold_sql: str, evidence: str = "") -> str:
+    """Prompt asking an LLM to rewrite gold SQL as a Chain-of-CTEs (Reward-SQL Sec. 4.1, Figure 7).
+
+    Figure 7's task (rewrite the SQL with CTEs, keep the result) with its example #1, but the answer is the
+    CoCTE text itself in the policy's layout (``WITH a AS (...),`` steps separated by a blank line, then
+    the final SELECT) rather than JSON parts with rationales, since only the SQL becomes an SFT target.
+    Ends with ``COCTE_REWRITE_ANSWER``; the model continues with the CoCTE.
+    """
+    _check(schema_text, question, evidence)
+    if not isinstance(gold_sql, str) or not gold_sql.strip():
+        raise ValueError("gold_sql must be a non-empty SQL string")
+    ex_question, ex_sql, ex_cocte = COCTE_REWRITE_EXAMPLE
+    return ("Your task is to rewrite the following SQL query with common table expressions (a Chain-of-CTEs), "
+            "one reasoning step per CTE. Each CTE is one step that may read the tables and the earlier CTEs; "
+            "separate the steps with a blank line and end with the final SELECT that answers the question. "
+            "The rewrite must return exactly the same result as the original SQL. Answer with the SQL only.\n\n"
+            f"Example:\n【Question】\n{ex_question}\n\n【SQL】\n{ex_sql}\n\n{COCTE_REWRITE_ANSWER}{ex_cocte}\n\n"
+            f"Task:\n【Schema】\n{schema_text.strip()}\n\n"
+            f"【Question】\n{question_with_evidence(question, evidence)}\n\n"
+            f"【SQL】\n{gold_sql.strip()}\n\n{COCTE_REWRITE_ANSWER}")

@@ -2,9 +2,12 @@
 verified Chain-of-CTEs, tree-edit-distance dedup, and (for a model trained from scratch) a BPE tokenizer.
 
 Artefacts in ``run_dir/cold_start/``: ``train.jsonl`` / ``eval.jsonl`` (one record per question: ids,
-db path, prompt, gold SQL, CoCTE target, difficulty), ``tokenizer/``, ``metrics.json`` (conversion counts).
-A rewrite is *verified* when it executes to the same result as the gold query (BIRD set rule plus the
-same column count); unverified questions keep the gold SQL as target, so nothing is silently dropped.
+db path, prompt, gold SQL, CoCTE ``target``, difficulty; train records also list every kept CoCTE in
+``targets``, one SFT example each), ``tokenizer/``, ``metrics.json`` (conversion counts).
+``data.cocte_rewriter`` picks the candidates (rule: ``to_cocte``; model: rewrites sampled from the LLM at
+``data.cocte_rewriter_path``; both); a candidate is *verified* when it is a CoCTE that executes to the
+same result as the gold query (BIRD set rule plus the same column count), see ``cocte_rewrites``.
+Questions without a verified CoCTE keep the gold SQL as target, so nothing is silently dropped.
 """
 from __future__ import annotations
 
@@ -17,9 +20,9 @@ from tqdm.auto import tqdm
 
 from rewardsql_jax.data import MSchemaOptions, load_bird, load_spider, m_schema, reward_sql_prompt
 from rewardsql_jax.data.builtin import make_builtin_benchmark, train_bpe_tokenizer
-from rewardsql_jax.sql import dedup, results_match
 from rewardsql_jax.sql.to_cocte import convert_to_cocte
 
+from .cocte_rewrites import STATUSES, sample_rewrites, select_coctes
 from .context import RunContext
 
 
@@ -50,15 +53,13 @@ def _limit(examples, n, seed: int = 0):
     return [examples[i] for i in keep]
 
 
-def verified_cocte(sql: str, db_path: str, pool) -> tuple[str, bool, bool]:
-    """(target, converted without fallback, verified by execution) for one gold query."""
+def rule_cocte(sql: str) -> tuple[str | None, bool]:
+    """(rule-based CoCTE or None when the gold SQL does not parse, converted without the single-CTE fallback)."""
     try:
         conv = convert_to_cocte(sql)
     except ValueError:
-        return sql, False, False
-    gold, pred = pool.map([(db_path, sql), (db_path, conv.sql)])
-    ok = gold.ok and pred.ok and len(gold.columns) == len(pred.columns) and results_match(pred, gold, "bird")
-    return (conv.sql if ok else sql), not conv.fallback, ok
+        return None, False
+    return conv.sql, not conv.fallback
 
 
 def _record(ex, prompt: str, target: str) -> dict:
@@ -85,31 +86,46 @@ def run_cold_start(ctx: RunContext) -> dict:
     options = MSchemaOptions(example_num=cfg.data.schema_examples)
     schemas: dict[str, str] = {}
 
-    def prompt_of(ex):
+    def schema_of(ex):
         if ex.db_path not in schemas:
             schemas[ex.db_path] = m_schema(ex.db_path, db_id=ex.db_id, options=options)
-        return reward_sql_prompt(schemas[ex.db_path], ex.question, ex.evidence)
+        return schemas[ex.db_path]
 
-    pool, records, n_structured, n_verified = ctx.pool(), [], 0, 0
-    train_examples = _limit(train.examples, cfg.data.max_train, cfg.seed) if train is not None else []
-    for ex in tqdm(train_examples, desc="cold start: gold -> CoCTE"):
-        target, structured, verified = verified_cocte(ex.gold_sql, ex.db_path, pool)
-        n_structured += structured
-        n_verified += verified
-        records.append(_record(ex, prompt_of(ex), target))
-    # One rule-based rewrite per question here; dedup keeps all of them (it matters when several
-    # LLM-written CoCTEs exist per question, see sql.dedup).
-    by_question = {r["question_id"]: [r["target"]] for r in records}
-    kept = {q: dedup(c, keep=1.0) for q, c in by_question.items()}
-    assert all(len(k) == 1 for k in kept.values())
+    def prompt_of(ex):
+        return reward_sql_prompt(schema_of(ex), ex.question, ex.evidence)
+
+    d = cfg.data
+    train_examples = _limit(train.examples, d.max_train, cfg.seed) if train is not None else []
+    rules = [rule_cocte(ex.gold_sql) if d.cocte_rewriter != "model" else (None, False)
+             for ex in tqdm(train_examples, desc="cold start: gold -> CoCTE")]
+    sampled, too_long = ([[] for _ in train_examples], 0) if d.cocte_rewriter == "rule" else \
+        sample_rewrites(ctx, train_examples, schema_of)
+    # candidates of a question: the rule rewrite first (preferred on dedup ties), then the model's
+    questions = [(ex.db_path, ex.gold_sql, ([rule] if rule is not None else []) + list(texts))
+                 for ex, (rule, _), texts in zip(train_examples, rules, sampled)]
+    selections = select_coctes(questions, ctx.pool(), d.cocte_dedup_keep)
+    records, model_status, rule_verified = [], {s: 0 for s in STATUSES}, 0
+    for ex, (rule, _), sel in zip(train_examples, rules, selections):
+        rule_verified += rule is not None and sel.status[0] == "verified"
+        for s in sel.status[rule is not None:]:
+            model_status[s] += 1
+        targets = sel.kept or [ex.gold_sql]
+        records.append({**_record(ex, prompt_of(ex), targets[0]), "targets": targets})
+    n_sampled, n_verified = sum(len(t) for t in sampled), sum(bool(sel.kept) for sel in selections)
     eval_records = [_record(ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval, cfg.seed)]
     write_jsonl(out / "train.jsonl", records)
     write_jsonl(out / "eval.jsonl", eval_records)
     tok_dir = _tokenizer(ctx, records, out / "tokenizer")
     return ctx.finish("cold_start", {
         "train_questions": len(records), "eval_questions": len(eval_records),
-        "cocte_structured": n_structured, "cocte_verified": n_verified,
-        "cocte_verified_rate": n_verified / max(len(records), 1), "tokenizer": str(tok_dir)})
+        "cocte_rewriter": d.cocte_rewriter,
+        "cocte_structured": sum(structured for _, structured in rules), "cocte_rule_verified": rule_verified,
+        "cocte_model_sampled": n_sampled, "cocte_model_parsed": n_sampled - model_status["no_cocte"],
+        "cocte_model_executable": model_status["wrong_result"] + model_status["verified"],
+        "cocte_model_verified": model_status["verified"], "cocte_model_prompts_too_long": too_long,
+        "cocte_verified": n_verified, "cocte_verified_rate": n_verified / max(len(records), 1),
+        "cocte_kept_after_dedup": sum(len(sel.kept) for sel in selections),
+        "sft_targets": sum(len(r["targets"]) for r in records), "tokenizer": str(tok_dir)})
 
 
 def _tokenizer(ctx: RunContext, records, tok_dir: Path) -> Path | None:

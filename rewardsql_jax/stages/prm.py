@@ -9,6 +9,9 @@ response)`` (every step followed by the tag " и"), the score of step i is ``sig
 Labels from ``prm_labels/labels.jsonl`` are split by *question* (``prm.heldout_fraction``, seeded), so no
 held-out question is seen in training. With ``prm.annotate_results`` every step is followed by its
 execution result ``<result>...</result>`` (``prefix_sql`` of the step, ``format_step_result``; DESIGN.md).
+``prm.balance`` evens out the step labels of the train split (MCTS labels of a weak policy are mostly
+negative): ``weight`` sets the BCE's positive-class weight to n_neg / n_pos, ``downsample`` drops (seeded)
+responses whose steps all carry the majority label until the classes are as even as whole responses allow.
 Every batch has one padded shape, so the step compiles once. Held-out steps are scored before and after
 training: step AUC (rank-based, ties averaged) and accuracy at 0.5; NaN AUC with a note when the held-out
 set is empty or has a single class. Writes the PRM as an HF directory at ``prm/model``.
@@ -105,6 +108,43 @@ def encode_examples(tok, records, responses, tag_id: int, max_len: int):
     return out, too_long, mismatch
 
 
+def _label_counts(examples) -> dict:
+    labels = [y for e in examples for y in e[2]]
+    return {"responses": len(examples), "positives": int(sum(labels)), "negatives": len(labels) - int(sum(labels))}
+
+
+def balance_examples(examples, mode: str, seed: int) -> tuple[list, float, dict]:
+    """(train examples, BCE pos_weight, report) for ``prm.balance`` = none | weight | downsample.
+
+    ``weight``: every example kept, pos_weight = n_neg / n_pos (1 when a class is absent). ``downsample``:
+    visits the examples in a seeded random order and drops one whose steps are all of the majority label
+    when the majority stays at least as large as the minority without it; pos_weight 1. ``examples`` are
+    ``(ids, tag_positions, labels)`` as ``encode_examples`` returns them. The report holds the step counts
+    before and after, the weight and the number of dropped responses.
+    """
+    if mode not in ("none", "weight", "downsample"):
+        raise ValueError(f"unknown PRM balance mode {mode!r}; choose none, weight or downsample")
+    before = _label_counts(examples)
+    n_pos, n_neg = before["positives"], before["negatives"]
+    kept, pos_weight = list(examples), 1.0
+    if mode == "weight" and n_pos and n_neg:
+        pos_weight = n_neg / n_pos
+    elif mode == "downsample" and n_pos and n_neg and n_pos != n_neg:
+        major, n_major, n_minor = int(n_pos > n_neg), max(n_pos, n_neg), min(n_pos, n_neg)
+        drop = set()
+        for i in np.random.default_rng(seed).permutation(len(examples)):
+            ys = examples[i][2]
+            if all(y == major for y in ys) and n_major - len(ys) >= n_minor:
+                drop.add(int(i))
+                n_major -= len(ys)
+        kept = [e for i, e in enumerate(examples) if i not in drop]
+    report = {"mode": mode, "before": before, "after": _label_counts(kept), "pos_weight": pos_weight,
+              "dropped_responses": len(examples) - len(kept)}
+    if mode != "none" and not (n_pos and n_neg):
+        report["note"] = "the train steps have a single class: nothing to balance"
+    return kept, pos_weight, report
+
+
 def prm_arrays(examples, length: int, num_steps: int, pad_id: int, rows: int | None = None) -> PRMBatch:
     """A fixed-shape ``PRMBatch`` ([rows, length], [rows, num_steps]); missing rows are all-masked padding."""
     rows = len(examples) if rows is None else rows
@@ -161,6 +201,7 @@ def run_prm(ctx: RunContext) -> dict:
     if not train:
         raise ValueError(f"no PRM training example left ({long_t} longer than model.max_len={cfg.model.max_len}, "
                          f"{bad_t} with step tags not matching their labels); raise model.max_len")
+    train, pos_weight, balance = balance_examples(train, pc.balance, cfg.seed)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     every = train + held
     length = bucket_length(max(len(e[0]) for e in every))       # one shape for train and eval: one compile each
@@ -173,8 +214,8 @@ def run_prm(ctx: RunContext) -> dict:
     opt = OptimizerConfig(learning_rate=pc.lr, max_grad_norm=1.0, schedule="cosine", warmup_steps=pc.steps // 10,
                           total_steps=pc.steps, min_lr_ratio=0.1)
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
-    step_fn = make_train_step(state.graphdef, "prm", {"tag_token_ids": (tags.plus_id, tags.minus_id)}, mesh=mesh,
-                              micro_batches=cfg.mesh.micro_batches)
+    options = {"tag_token_ids": (tags.plus_id, tags.minus_id), "pos_weight": pos_weight}
+    step_fn = make_train_step(state.graphdef, "prm", options, mesh=mesh, micro_batches=cfg.mesh.micro_batches)
     curve, t_train = [], time.perf_counter()
     bar = tqdm(batch_indices(len(train), pc.batch_size, pc.steps, cfg.seed), total=pc.steps, desc="prm")
     for i, idx in enumerate(bar):
@@ -195,7 +236,7 @@ def run_prm(ctx: RunContext) -> dict:
         "heldout": after, "heldout_before_training": before,
         "train": {"responses": len(train), "steps": len(train_labels), "positives": int(sum(train_labels)),
                   "questions": len({r["question_id"] for r in train_r})},
-        "heldout_questions": len({r["question_id"] for r in held_r}),
+        "balance": balance, "heldout_questions": len({r["question_id"] for r in held_r}),
         "dropped_too_long": long_t + long_h, "dropped_tag_mismatch": bad_t + bad_h,
         "annotate_results": pc.annotate_results, "steps": pc.steps, "batch_shape": [pc.batch_size, length, num_steps],
         "train_loss_curve": curve, "final_loss": curve[-1][1], "train_seconds": train_seconds,

@@ -39,6 +39,13 @@ class DataConfig:
     max_train: int = 0               # 0 = all
     max_eval: int = 0
     ex_mode: str = "bird"            # EX rule: bird (set equality) | spider (test-suite exec match)
+    cocte_rewriter: str = "rule"     # gold SQL -> CoCTE: rule (to_cocte) | model (sampled LLM rewrites) | both
+    cocte_rewriter_path: str = ""    # model / both (required): local HF checkpoint dir of the rewriting LLM + tokenizer
+    cocte_rewriter_chat_template: bool = False  # wrap the rewrite prompt in the rewriter tokenizer's chat template
+    cocte_rewrite_samples: int = 4   # rewrites sampled per question
+    cocte_rewrite_temperature: float = 0.8
+    cocte_rewrite_max_new_tokens: int = 512
+    cocte_dedup_keep: float = 0.5    # per-question keep ratio of the tree-edit-distance dedup of verified CoCTEs
 
     def __post_init__(self):
         require_choice(self, "source", ("builtin", "spider", "bird"))
@@ -46,6 +53,12 @@ class DataConfig:
         if self.source != "builtin" and not self.root:
             raise ValueError(f"data.root is required for data.source={self.source!r} (the dataset folder)")
         require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
+        require_choice(self, "cocte_rewriter", ("rule", "model", "both"))
+        require_positive(self, "cocte_rewrite_samples", "cocte_rewrite_max_new_tokens")
+        if self.cocte_rewrite_temperature < 0:
+            raise ValueError(f"data.cocte_rewrite_temperature must be >= 0, got {self.cocte_rewrite_temperature}")
+        if not 0.0 < self.cocte_dedup_keep <= 1.0:
+            raise ValueError(f"data.cocte_dedup_keep must be in (0, 1], got {self.cocte_dedup_keep}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,9 +130,11 @@ class PRMConfig:
     lr: float = 1e-3
     heldout_fraction: float = 0.2
     annotate_results: bool = False    # add <result>...</result> execution annotations to steps
+    balance: str = "none"             # train step labels: none | weight (BCE pos_weight n_neg/n_pos) | downsample
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
+        require_choice(self, "balance", ("none", "weight", "downsample"))
         if not 0.0 < self.heldout_fraction < 1.0:
             raise ValueError(f"prm.heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
 

@@ -27,7 +27,8 @@ def run_sft(ctx: RunContext) -> dict:
     cfg, out = ctx.config, ctx.stage_dir("sft")
     tok = ctx.tokenizer()
     records = read_jsonl(ctx.require("cold_start", "train.jsonl"))
-    encoded = [encode_pair(tok, r["prompt"], r["target"]) for r in records]
+    # one example per kept CoCTE of a question (cold_start's "targets"; older runs: the single "target")
+    encoded = [encode_pair(tok, r["prompt"], t) for r in records for t in (r.get("targets") or [r["target"]])]
     too_long = sum(len(e[0]) > cfg.model.max_len for e in encoded)
     encoded = [e for e in encoded if len(e[0]) <= cfg.model.max_len]
     if not encoded:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rewardsql_jax.stages.prm import prm_arrays, split_by_question, step_auc
+from rewardsql_jax.stages.prm import balance_examples, prm_arrays, split_by_question, step_auc
 
 
 def _pairwise_auc(scores, labels):
@@ -54,3 +54,37 @@ def test_prm_arrays_pads_rows_steps_and_length():
     assert b.attention_mask[0].tolist() == [1] * 5 + [0] * 3 and b.attention_mask[2].sum() == 1
     assert b.tag_positions[0].tolist() == [2, 4, 0, 0] and b.labels[0].tolist() == [1, 0, 0, 0]
     assert b.step_mask.tolist() == [[1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]   # padding rows carry no loss
+
+
+def _examples(label_lists):
+    return [([1, 2], [0] * len(y), list(y)) for y in label_lists]
+
+
+def test_balance_weight_is_neg_over_pos_and_keeps_everything():
+    ex = _examples([[1, 0, 0], [0, 0], [0], [1, 1, 0]])        # 3 positive, 6 negative steps
+    kept, w, rep = balance_examples(ex, "weight", seed=0)
+    assert kept == ex and w == pytest.approx(2.0)
+    assert rep["before"] == rep["after"] == {"responses": 4, "positives": 3, "negatives": 6}
+    kept, w, rep = balance_examples(ex, "none", seed=0)
+    assert kept == ex and w == 1.0 and rep["dropped_responses"] == 0
+    kept, w, rep = balance_examples(_examples([[0, 0], [0]]), "weight", seed=0)   # one class: no weight
+    assert w == 1.0 and "single class" in rep["note"]
+
+
+def test_balance_downsample_drops_all_majority_responses_until_even():
+    # 3 positive steps; 8 negative steps, 6 of them in all-negative single-step responses
+    ex = _examples([[1, 0], [1, 1, 0]] + [[0]] * 6)
+    kept, w, rep = balance_examples(ex, "downsample", seed=3)
+    assert w == 1.0 and rep["after"] == {"responses": 3, "positives": 3, "negatives": 3}
+    assert rep["before"] == {"responses": 8, "positives": 3, "negatives": 8} and rep["dropped_responses"] == 5
+    assert ex[0] in kept and ex[1] in kept                   # mixed responses are never dropped
+    assert balance_examples(ex, "downsample", seed=3) == (kept, w, rep)             # seeded
+    # majority in longer all-negative responses: stop before the negatives fall below the positives
+    ex = _examples([[1], [1], [1], [0, 0], [0, 0], [0, 0]])
+    _, _, rep = balance_examples(ex, "downsample", seed=0)
+    assert rep["after"]["positives"] == 3 and rep["after"]["negatives"] == 4 and rep["dropped_responses"] == 1
+    # positives as the majority: all-positive responses go
+    _, _, rep = balance_examples(_examples([[1, 1], [1], [1], [0]]), "downsample", seed=0)
+    assert rep["after"]["negatives"] == 1 and rep["after"]["positives"] in (1, 2)
+    with pytest.raises(ValueError, match="balance"):
+        balance_examples(ex, "oversample", seed=0)

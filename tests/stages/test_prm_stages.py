@@ -141,10 +141,38 @@ def test_prm_trains_and_reports_heldout_auc(scripted_run):
     assert 0 < m["train"]["positives"] < m["train"]["steps"]
     assert len(m["train_loss_curve"]) >= 2 and all(math.isfinite(l) for _, l, _ in m["train_loss_curve"])
     assert m["dropped_tag_mismatch"] == 0
+    assert m["balance"]["mode"] == "none" and m["balance"]["before"] == m["balance"]["after"]
     model = from_pretrained(ctx.run_dir / "prm" / "model")
     assert model.config.vocab_size >= len(ctx.tokenizer())
     assert (ctx.run_dir / "prm" / "model" / "tokenizer.json").exists() or \
         any((ctx.run_dir / "prm" / "model").glob("tokenizer*"))
+
+
+@pytest.mark.parametrize("balance", ["weight", "downsample"])
+def test_prm_trains_with_balanced_labels(scripted_run, tmp_path, balance):
+    src, _, _ = scripted_run
+    for stage in ("cold_start", "sft", "prm_labels"):
+        shutil.copytree(src.run_dir / stage, tmp_path / stage)
+    ctx = _context(tmp_path, "prm_labels.rollouts_per_question=3", "prm.heldout_fraction=0.25", "prm.steps=2",
+                   f"prm.balance={balance}")
+    try:
+        m = run_prm(ctx)
+    finally:
+        ctx.close()
+    b = m["balance"]
+    before, after = b["before"], b["after"]
+    assert b["mode"] == balance and before["positives"] > 0 and before["negatives"] > 0
+    assert after["positives"] == m["train"]["positives"] and after["responses"] == m["train"]["responses"]
+    assert after["positives"] + after["negatives"] == m["train"]["steps"]
+    if balance == "weight":
+        assert after == before and b["pos_weight"] == pytest.approx(before["negatives"] / before["positives"])
+    else:
+        minority = min(("positives", "negatives"), key=before.get)
+        majority = "negatives" if minority == "positives" else "positives"
+        assert b["pos_weight"] == 1.0 and after[minority] == before[minority]     # only majority-only responses go
+        assert after[minority] <= after[majority] < before[majority] and b["dropped_responses"] > 0
+        assert before["responses"] - after["responses"] == b["dropped_responses"]
+    assert all(math.isfinite(l) for _, l, _ in m["train_loss_curve"])
 
 
 def test_result_annotations_keep_one_tag_per_label(scripted_run):
