@@ -6,8 +6,11 @@ transformers), the same tokenizer (a BPE trained on the built-in benchmark), the
 coefficient and learning rate, and the same reward function: execution match (BIRD rule) against the gold
 SQL through one ``rewardsql_jax.sql.ExecutorPool`` per side (no result cache, so every query really runs).
 
-Ours: ``sampling.generate`` -> decode -> pool execution -> ``rewards.group_advantages`` -> ``RLBatch`` ->
-``training.make_train_step(graphdef, "grpo")``. TRL: ``GRPOTrainer`` with ``per_device_train_batch_size =
+Ours: ``sampling.generate`` -> decode -> pool execution -> ``rewards.group_advantages`` -> ``GroupedRLBatch``
+-> ``training.make_train_step(graphdef, "grpo")``, as the RL stage runs it: the sampler prefills each prompt
+once for its group, and the train step computes each prompt once for its G completions
+(``models.shared_prefix``; same loss and gradients as the unshared rows, tested). ``--no-shared-prefix``
+trains on plain ``RLBatch`` rows instead (prompt recomputed per completion, as TRL does). TRL: ``GRPOTrainer`` with ``per_device_train_batch_size =
 prompts x group``, ``num_generations = group``, one generation per optimizer step, so one trainer step is one
 iteration of the same size; it is timed from ``on_step_begin`` to ``on_step_end``. TRL's default activation
 checkpointing is turned off (our step does not recompute activations either). Warm-up iterations
@@ -38,7 +41,7 @@ from rewardsql_jax.models.transformer import count_params
 from rewardsql_jax.rewards import group_advantages
 from rewardsql_jax.sampling import generate
 from rewardsql_jax.sql import ExecutorPool, exec_match_batch
-from rewardsql_jax.stages.rl_batches import rl_batch
+from rewardsql_jax.stages.rl_batches import grouped_rl_batch, rl_batch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
@@ -57,6 +60,7 @@ class Setup:
     temperature: float = 1.0
     hidden: int = 128
     layers: int = 2
+    shared_prefix: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +117,8 @@ def run_ours(tok, model_dir: Path, texts, dbs, golds, setup: Setup) -> Timing:
     g, eos, pad = setup.group, tok.eos_token_id, tok.pad_token_id
     # One fixed row length for every iteration (no recompiles) that is as tight as TRL's per-batch padding; the RL
     # stage buckets it (stages.rl_batches.rl_length) to share compiles across prompt sets instead.
-    length = max(map(len, prompt_ids)) + setup.new_tokens
+    prompt_len = max(map(len, prompt_ids))
+    length = prompt_len + setup.new_tokens
     rows_prompt = [p for p in prompt_ids for _ in range(g)]
     rows_db, rows_gold = [d for d in dbs for _ in range(g)], [s for s in golds for _ in range(g)]
     rewards_seen, times, cpu, phases = [], [], [], []
@@ -127,7 +132,11 @@ def run_ours(tok, model_dir: Path, texts, dbs, golds, setup: Setup) -> Timing:
                                                         skip_special_tokens=True)]
             rewards = execution_reward(pool, rows_db, sqls, rows_gold)
             adv = np.asarray(group_advantages(rewards, g))
-            batch = rl_batch(rows_prompt, res.tokens, res.logprobs, length=length, pad_id=pad, advantages=adv)
+            if setup.shared_prefix:
+                batch = grouped_rl_batch(prompt_ids, res.tokens, res.logprobs, group=g, prompt_length=prompt_len,
+                                         completion_length=setup.new_tokens, pad_id=pad, advantages=adv)
+            else:
+                batch = rl_batch(rows_prompt, res.tokens, res.logprobs, length=length, pad_id=pad, advantages=adv)
             t2 = time.perf_counter()
             state, metrics = step_fn(state, batch)
             jax.block_until_ready(metrics["loss"])
@@ -209,10 +218,13 @@ def main(argv=None) -> int:
     ap.add_argument("--new-tokens", type=int, default=None)
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--no-shared-prefix", action="store_true",
+                    help="train on unshared prompt+completion rows (RLBatch) instead of GroupedRLBatch")
     args = ap.parse_args(argv)
     setup = Setup(prompts=args.prompts, group=args.group,
                   new_tokens=args.new_tokens or (32 if args.quick else 64),
-                  iterations=args.iterations or (2 if args.quick else 3), warmup=args.warmup)
+                  iterations=args.iterations or (2 if args.quick else 3), warmup=args.warmup,
+                  shared_prefix=not args.no_shared_prefix)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         tok, model_dir, cfg, texts, dbs, golds = make_task(root, setup)
@@ -224,7 +236,8 @@ def main(argv=None) -> int:
     print(f"model: Qwen2 {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, vocab {cfg.vocab_size} "
           f"({n_params / 1e6:.2f}M params), fp32; {setup.prompts} prompts x {setup.group} samples, prompt "
           f"{min(n_prompt)}-{max(n_prompt)} tokens, {setup.new_tokens} new tokens, T={setup.temperature}, "
-          f"beta={setup.beta}, clip={setup.clip}; {setup.iterations} timed iterations after {setup.warmup} warm-up")
+          f"beta={setup.beta}, clip={setup.clip}; {setup.iterations} timed iterations after {setup.warmup} warm-up; "
+          f"ours: {'shared-prefix GroupedRLBatch' if setup.shared_prefix else 'unshared RLBatch rows'}")
     print(f"{'':18}{'median wall s':>14}{'median CPU s':>14}{'wall s per iteration':>34}{'warm-up s':>11}"
           f"{'mean reward':>13}")
     for t in (ours, trl_t):

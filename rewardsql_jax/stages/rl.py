@@ -120,6 +120,10 @@ def run_rl(ctx: RunContext) -> dict:
         return run_offline(ctx)
     assert rl.algorithm in ONLINE_ALGORITHMS
     check_online_config(rl)
+    m = ctx.config.mesh.micro_batches
+    if rl.shared_prefix and rl.prompts_per_step % m:
+        raise ValueError(f"rl.shared_prefix=true splits micro-batches by prompt group: mesh.micro_batches={m} must "
+                         f"divide rl.prompts_per_step={rl.prompts_per_step} (or set rl.shared_prefix=false)")
     return _run_online(ctx)
 
 
@@ -176,7 +180,8 @@ def _online_step(ctx, data, state, step_fn, step, host_fn, scorer, history, bar)
                          max_new_tokens=rl.max_new_tokens, seed=cfg.seed * 100_003 + step, host_fn=host_fn,
                          prompts_per_call=sampler_prompts(rl))
     sr = step_rewards(rl.algorithm, rl.advantage_variant, ro, group_size=rl.samples_per_prompt, scorer=scorer,
-                      length=data.length, pad_id=pad)
+                      length=data.length, pad_id=pad,
+                      completion_length=rl.max_new_tokens if rl.shared_prefix else None)
     state, m = step_fn(state, sr.batch)
     rec = {"step": step, "reward": float(sr.rewards.mean()), "or_rate": float(ro.outcomes.rewards.mean()),
            "executable_rate": float(ro.outcomes.executable.mean()), "loss": float(m["loss"]),

@@ -20,7 +20,7 @@ import numpy as np
 from rewardsql_jax.rewards.rollout_rewards import (clause_token_rewards, outcome_advantages, process_reward,
                                                    process_token_advantages)
 
-from .rl_batches import rl_batch
+from .rl_batches import grouped_rl_batch, rl_batch
 from .rl_rollouts import Rollouts
 
 PRM_ALGORITHMS = ("grpo", "grpo_deepseekmath", "dpo", "rs")
@@ -59,26 +59,37 @@ def check_online_config(rl) -> None:
                          f"set rl.entropy_coef=0.0 or use a grpo algorithm")
 
 
+def train_batch(ro: Rollouts, *, group_size: int, length: int, pad_id: int, completion_length: int | None, **values):
+    """The rollouts as a train batch: ``GroupedRLBatch`` (each prompt once, prompts left-padded to ``length -
+    completion_length``) when ``completion_length`` is given, else ``RLBatch`` rows of ``length``."""
+    if completion_length is None:
+        return rl_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, length=length, pad_id=pad_id, **values)
+    return grouped_rl_batch(ro.prompt_ids[::group_size], ro.token_ids, ro.logprobs, group=group_size,
+                            prompt_length=length - completion_length, completion_length=completion_length,
+                            pad_id=pad_id, **values)
+
+
 def step_rewards(algorithm: str, variant: str, ro: Rollouts, *, group_size: int, scorer, length: int,
-                 pad_id: int) -> StepRewards:
-    """Rewards, advantages and the RLBatch of one rollout batch (module docstring)."""
+                 pad_id: int, completion_length: int | None = None) -> StepRewards:
+    """Rewards, advantages and the train batch of one rollout batch (module docstring); ``completion_length``
+    set: a shared-prefix ``GroupedRLBatch`` (``train_batch``)."""
     outcomes = ro.outcomes.rewards
     scores = None
     if algorithm in ("grpo", "grpo_deepseekmath"):
         scores = scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
-    kw = dict(length=length, pad_id=pad_id)
+    kw = dict(group_size=group_size, length=length, pad_id=pad_id, completion_length=completion_length)
     if algorithm == "grpo_outcome":
-        batch = rl_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, advantages=outcome_advantages(outcomes, group_size), **kw)
+        batch = train_batch(ro, advantages=outcome_advantages(outcomes, group_size), **kw)
         return StepRewards(batch, outcomes, None)
     if algorithm == "reinforce_pp":
         values = [clause_token_rewards(c, cl, gold_ok=ok)
                   for c, cl, ok in zip(ro.completions, ro.clauses, ro.outcomes.gold_ok)]
-        batch = rl_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, token_values=values, field="token_rewards", **kw)
+        batch = train_batch(ro, token_values=values, field="token_rewards", **kw)
         per_seq = np.asarray([v.mean() if len(v) else 0.0 for v in values], np.float32)
         return StepRewards(batch, per_seq, None)
     v = variant if algorithm == "grpo" else "deepseekmath"
     values = process_token_advantages(ro.completions, scores, outcomes, group_size, variant=v)
-    batch = rl_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, token_values=values, **kw)
+    batch = train_batch(ro, token_values=values, **kw)
     pr = np.asarray([process_reward(s) for s in scores], np.float32)
     return StepRewards(batch, pr + outcomes if algorithm == "grpo" else pr, scores)
 

@@ -158,6 +158,7 @@ class RLConfig:
     rs_threshold: float = 1.5
     checkpoint_every: int = 5         # Orbax checkpoint of the RL state every N steps (and after the last)
     stop_after: int = 0               # > 0: stop after N steps, as if killed (resume tests); 0 = run all
+    shared_prefix: bool = True        # train each prompt once per group of samples (GroupedRLBatch; same loss)
     prompts_per_sampler_call: int = 0  # prompts per sampler call (a divisor of prompts_per_step); 0 = automatic
 
     def __post_init__(self):

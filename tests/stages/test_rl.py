@@ -144,3 +144,6 @@ def test_clear_errors(base, tmp_path):
         _run(base, run, algorithm="reinforce_pp", entropy_coef=0.001)
     with pytest.raises(ValueError, match="temperature > 0"):
         _run(base, run, temperature=0.0)
+    three = dataclasses.replace(base, mesh=dataclasses.replace(base.mesh, micro_batches=3))
+    with pytest.raises(ValueError, match="micro_batches=3 must divide rl.prompts_per_step=2"):
+        _run(three, run)

@@ -80,3 +80,24 @@ def test_loss_options_follow_the_config():
     name, opts = loss_setup(RLConfig(algorithm="reinforce_pp", kl_beta=0.01))
     assert name == "reinforce_pp" and opts["kl_coef"] == 0.01 and opts["gamma"] == 0.0
     check_online_config(RLConfig(algorithm="reinforce_pp", samples_per_prompt=1))  # n = 1 is EXPO-SQL's setting
+
+
+@pytest.mark.parametrize("algorithm,field", [("grpo_outcome", "advantages"), ("grpo", "advantages"),
+                                             ("reinforce_pp", "token_rewards")])
+def test_shared_prefix_batch_holds_the_same_values_completion_aligned(tok, algorithm, field):
+    ro = _rollouts(tok)
+    kw = dict(group_size=2, scorer=FixedPRM(), length=64, pad_id=0)
+    flat = step_rewards(algorithm, "paper", ro, **kw)
+    grouped = step_rewards(algorithm, "paper", ro, completion_length=32, **kw)
+    g = grouped.batch
+    assert g.prompt_ids.shape == (1, 32) and g.completion_ids.shape == (1, 2, 32)
+    np.testing.assert_array_equal(g.prompt_ids[0, -2:], [1, 2])
+    np.testing.assert_array_equal(grouped.rewards, flat.rewards)
+    f_values, g_values = getattr(flat.batch, field), getattr(g, field)
+    for row, ids in enumerate(ro.token_ids):
+        n = len(ids)
+        np.testing.assert_array_equal(g.completion_ids[0, row, :n], ids)
+        np.testing.assert_array_equal(g.old_logprobs[0, row, :n], flat.batch.old_logprobs[row, 2:2 + n])
+        want = f_values[row] if f_values.ndim == 1 else f_values[row, 2:2 + n]
+        got = g_values[0, row] if g_values.ndim == 2 else g_values[0, row, :n]
+        np.testing.assert_array_equal(got, want)
