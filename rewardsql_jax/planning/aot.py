@@ -23,7 +23,7 @@ from rewardsql_jax.models.registry import build_model
 from rewardsql_jax.models.sharding import activation_sharding, logical_to_spec, make_mesh, param_shardings
 from rewardsql_jax.sampling.inputs import GEN_ROUND, bucket_length
 from rewardsql_jax.sampling.sampler import _decode, _prefill, _StaticOptions
-from rewardsql_jax.training.batch import RLBatch
+from rewardsql_jax.training.batch import GroupedRLBatch, RLBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.sharding import batch_shardings, state_shardings
 from rewardsql_jax.training.state import create_train_state
@@ -82,16 +82,25 @@ def matmul_params(cfg: ModelConfig, num_params: int) -> int:
     return num_params if cfg.tie_word_embeddings else num_params - cfg.vocab_size * cfg.hidden_size
 
 
-def analytic_train_flops(cfg: ModelConfig, num_params: int, rows: int, seq: int, *, reference: bool):
+def analytic_train_flops(cfg: ModelConfig, num_params: int, rows: int, seq: int, *, reference: bool,
+                         group: int = 1, response: int = 0):
     """(6 N tokens, 6 N tokens + reference forward 2 N tokens + attention score/value matmuls), whole step.
 
-    Attention per layer and sequence: 2 matmuls of 2 T^2 H D FLOPs forward (the model masks a full T x T
-    score matrix), x3 for forward + backward, +1 forward for the reference model.
+    Attention per layer: 2 matmuls of 2 x queries x keys x H x D FLOPs forward (the model masks full score
+    matrices), x3 for forward + backward, +1 forward for the reference model. ``group`` > 1: the shared-prefix
+    layout (``GroupedRLBatch``), each of the ``rows / group`` prompts (``seq - response`` tokens) computed once
+    and the ``response`` tokens of every row attending to prompt + response.
     """
-    n, tokens = matmul_params(cfg, num_params), rows * seq
+    n = matmul_params(cfg, num_params)
+    if group > 1:
+        prompt = seq - response
+        tokens = rows // group * prompt + rows * response
+        scores = rows // group * prompt * prompt + rows * response * seq
+    else:
+        tokens, scores = rows * seq, rows * seq * seq
     six = 6.0 * n * tokens
     passes = 4 if reference else 3
-    attention = passes * 4.0 * cfg.num_hidden_layers * rows * seq * seq * cfg.num_attention_heads * cfg.head_dim
+    attention = passes * 4.0 * cfg.num_hidden_layers * scores * cfg.num_attention_heads * cfg.head_dim
     return six, six + (2.0 * n * tokens if reference else 0.0) + attention
 
 
@@ -99,21 +108,36 @@ _FIELDS = dict(input_ids=np.dtype(np.int32), attention_mask=np.dtype(np.int32), 
                old_logprobs=np.dtype(np.float32), advantages=np.dtype(np.float32))
 
 
-def _rl_batch(rows: int, seq: int, mesh) -> RLBatch:
+_GROUPED_FIELDS = dict(prompt_ids=(np.int32, False), prompt_mask=(np.int32, False), completion_ids=(np.int32, True),
+                       completion_mask=(np.int32, True), old_logprobs=(np.float32, True), advantages=(np.float32, True))
+
+
+def _batch_arrays(make, rows, seq, group, response):
+    """A GRPO train batch whose leaves are ``make(shape, dtype)``: ``RLBatch`` rows of ``seq`` tokens
+    (``group`` = 1) or a ``GroupedRLBatch`` of ``rows / group`` prompts of ``seq - response`` tokens."""
+    if group == 1:
+        return RLBatch(**{k: make((rows, seq), d) for k, d in _FIELDS.items()})
+    prompts = rows // group
+    return GroupedRLBatch(**{k: make((prompts, group, response) if per_sample else (prompts, seq - response),
+                                     np.dtype(d)) for k, (d, per_sample) in _GROUPED_FIELDS.items()})
+
+
+def _rl_batch(rows: int, seq: int, mesh, group: int = 1, response: int = 0):
     """Abstract GRPO batch (per-token advantages, sampler log-probs; reference log-probs from the state)."""
-    batch = RLBatch(**{k: jax.ShapeDtypeStruct((rows, seq), d) for k, d in _FIELDS.items()})
+    batch = _batch_arrays(jax.ShapeDtypeStruct, rows, seq, group, response)
     return _abstract(batch, batch_shardings(batch, mesh))
 
 
-def _train_stats(cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, compute_dtype, optimizer, reference):
+def _train_stats(cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, compute_dtype, optimizer, reference,
+                 group=1, response=0):
     tx = make_optimizer(optimizer)
     state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=reference))
     shardings = state_shardings(state, mesh)
     step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=micro_batches,
                            compute_dtype=compute_dtype)
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
-    step.validate(RLBatch(**{k: np.broadcast_to(np.zeros((), d), (rows, seq)) for k, d in _FIELDS.items()}))
-    batch = _rl_batch(rows, seq, mesh)
+    step.validate(_batch_arrays(lambda shape, d: np.broadcast_to(np.ones((), d), shape), rows, seq, group, response))
+    batch = _rl_batch(rows, seq, mesh, group, response)
     lowered = step._build(state, batch).lower(_abstract(state, shardings), batch)
     stats, _ = _stats("train step", lowered)
     params = shard_bytes(state.params, shardings.params)
@@ -167,13 +191,15 @@ def _measure(cfg, mesh, **kw):
     train, params, ref, opt = _train_stats(cfg, mesh, rows=kw["rows"], seq=kw["seq"], loss=kw["loss"],
                                            loss_options=kw["loss_options"], micro_batches=kw["micro_batches"],
                                            compute_dtype=kw["compute_dtype"], optimizer=kw["optimizer"],
-                                           reference=kw["reference"])
+                                           reference=kw["reference"], group=kw["group"],
+                                           response=kw["response_len"])
     prefill, decode, kv, cache_len = _sampler_stats(cfg, mesh, rows=kw["sample_rows"], prompt_len=kw["prompt_len"],
                                                     response_len=kw["response_len"])
     return train, prefill, decode, kv, (params, ref, opt), cache_len
 
 
-def lowered_train_flops(cfg, mesh, *, rows, seq, loss, loss_options, compute_dtype, optimizer, reference) -> float:
+def lowered_train_flops(cfg, mesh, *, rows, seq, loss, loss_options, compute_dtype, optimizer, reference,
+                        group=1, response=0) -> float:
     """Whole-step FLOPs (all devices) from XLA's cost analysis of the step lowered without micro-batching.
 
     XLA's cost analysis counts a loop body once, so the micro-batched program (a scan) under-reports by the
@@ -182,7 +208,7 @@ def lowered_train_flops(cfg, mesh, *, rows, seq, loss, loss_options, compute_dty
     tx = make_optimizer(optimizer)
     state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=reference))
     step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=1, compute_dtype=compute_dtype)
-    batch = _rl_batch(rows, seq, mesh)
+    batch = _rl_batch(rows, seq, mesh, group, response)
     cost = step._build(state, batch).lower(_abstract(state, state_shardings(state, mesh)), batch).cost_analysis()
     if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else {}
@@ -204,7 +230,8 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
                 samples: int = 8, prompt_len: int = 8192, response_len: int = 512, loss: str = "grpo",
                 loss_options: dict | None = None, micro_batches: int = 1, compute_dtype: str = "bfloat16",
                 optimizer: OptimizerConfig | None = None, reference: bool = True, sample_prompts: int | None = None,
-                hbm_gb: float | None = None, compile_layers: int | None = None, name: str | None = None) -> Plan:
+                hbm_gb: float | None = None, compile_layers: int | None = None, name: str | None = None,
+                shared_prefix: bool = True) -> Plan:
     """Compile the RL step of ``model_config`` for abstract inputs on a ``(data, fsdp, tensor)`` mesh.
 
     The train step trains on ``prompts * samples`` rows of ``prompt_len + response_len`` tokens (bucketed as
@@ -212,7 +239,9 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
     ``OptimizerConfig()``) and, when ``reference``, a frozen reference copy of the weights (KL). The sampler is
     compiled for ``sample_prompts`` (default ``prompts``) x ``samples`` rows. ``compile_layers=None`` compiles
     the full depth; a number below the layer count compiles 1 and 2 layers with the real widths and
-    extrapolates the compiled numbers linearly (stated in the plan). ``devices``: what to compile for
+    extrapolates the compiled numbers linearly (stated in the plan). ``shared_prefix`` (the RL stage's
+    default) plans the ``GroupedRLBatch`` layout: each prompt computed once for its ``samples`` completions,
+    micro-batches of whole prompt groups; False plans ``prompts * samples`` independent rows. ``devices``: what to compile for
     (default: the backend's devices if enough, else simulated CPU devices; see ``planning.devices``).
     """
     if loss != "grpo":
@@ -223,7 +252,8 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
     seq = train_seq_len(prompt_len, response_len)
     kw = dict(rows=rows, seq=seq, loss=loss, loss_options={**GRPO_OPTIONS, **(loss_options or {})},
               micro_batches=micro_batches, compute_dtype=compute_dtype, optimizer=optimizer or OptimizerConfig(),
-              reference=reference, sample_rows=sample_rows, prompt_len=prompt_len, response_len=response_len)
+              reference=reference, sample_rows=sample_rows, prompt_len=prompt_len, response_len=response_len,
+              group=samples if shared_prefix else 1)
     layers = cfg.num_hidden_layers
     abstract = nnx.eval_shape(lambda: build_model(cfg))
     num_params = sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
@@ -237,9 +267,11 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
         kv_compiled = int(one[3] + (layers - 1) * (two[3] - one[3]))
         sizes = _measure_sizes(cfg, mesh, kw)
         cache_len, compiled_layers, extrapolated = one[5], 2, True
-    six, full = analytic_train_flops(cfg, num_params, rows, seq, reference=reference)
+    six, full = analytic_train_flops(cfg, num_params, rows, seq, reference=reference, group=kw["group"],
+                                     response=response_len)
     flops = lowered_train_flops(cfg, mesh, rows=rows, seq=seq, loss=loss, loss_options=kw["loss_options"],
-                                compute_dtype=compute_dtype, optimizer=kw["optimizer"], reference=reference)
+                                compute_dtype=compute_dtype, optimizer=kw["optimizer"], reference=reference,
+                                group=kw["group"], response=response_len)
     ndev = mesh.devices.size
     return Plan(model_name=name or cfg.model_type, num_params=num_params,
                 num_layers=layers, mesh_shape=tuple(mesh.devices.shape), platform=mesh.devices.flat[0].platform, loss=loss,
@@ -250,7 +282,7 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
                 kv_cache_bytes_compiled=kv_compiled, train=train, prefill=prefill, decode=decode,
                 train_flops=flops / ndev, analytic_flops_6nt=six / ndev, analytic_flops_full=full / ndev,
                 hbm_bytes=None if hbm_gb is None else int(hbm_gb * 1e9), compiled_layers=compiled_layers,
-                extrapolated=extrapolated)
+                extrapolated=extrapolated, shared_prefix=shared_prefix)
 
 
 def _measure_sizes(cfg, mesh, kw):

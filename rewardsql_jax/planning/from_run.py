@@ -52,4 +52,5 @@ def plan_from_run_config(run_config, *, devices=None, hbm_gb: float | None = Non
                        response_len=rl.max_new_tokens, loss=loss, loss_options=options,
                        micro_batches=mesh.micro_batches, compute_dtype=run_config.model.dtype,
                        sample_prompts=sampler_prompts(rl), hbm_gb=hbm_gb,
-                       compile_layers=compile_layers, name=Path(run_config.model.path).name or None)
+                       compile_layers=compile_layers, name=Path(run_config.model.path).name or None,
+                       shared_prefix=rl.shared_prefix)

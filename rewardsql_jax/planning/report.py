@@ -34,9 +34,13 @@ def format_plan(plan: Plan) -> str:
         f"AOT plan: {plan.model_name} ({_count(plan.num_params)} params, {plan.num_layers} layers), loss {plan.loss}",
         f"mesh data={d} x fsdp={f} x tensor={t} = {plan.num_devices} {plan.platform} devices (compiled for); "
         f"weights {plan.param_dtype}, compute {plan.compute_dtype}",
-        f"train: {plan.prompts} prompts x {plan.samples} samples = {plan.train_rows} rows x {plan.train_seq_len} "
-        f"tokens (prompt {plan.prompt_len} + response {plan.response_len}, bucketed), {plan.micro_batches} micro-batches "
-        f"of {plan.train_rows // plan.micro_batches} rows",
+        (f"train: {plan.prompts} prompts (each computed once, shared prefix) x {plan.samples} samples, "
+         f"{plan.train_seq_len} tokens per row (prompt {plan.prompt_len} + response {plan.response_len}, bucketed), "
+         f"{plan.micro_batches} micro-batches of {plan.prompts // plan.micro_batches} prompt groups"
+         if plan.shared_prefix else
+         f"train: {plan.prompts} prompts x {plan.samples} samples = {plan.train_rows} rows x {plan.train_seq_len} "
+         f"tokens (prompt {plan.prompt_len} + response {plan.response_len}, bucketed), {plan.micro_batches} "
+         f"micro-batches of {plan.train_rows // plan.micro_batches} rows"),
         f"sampler: {plan.sample_rows} rows per call, prompt {plan.prompt_len} + {plan.response_len} new tokens",
     ]
     if plan.extrapolated:
@@ -91,12 +95,14 @@ def check_fits(plan: Plan, hbm_gb: float | None = None) -> FitCheck:
     if peak <= hbm:
         return FitCheck(True, f"fits: peak {peak / GB:.2f} GB per device ({worst}) <= {hbm / GB:.2f} GB", peak, hbm)
     d, f, _ = plan.mesh_shape
-    per_device = plan.train_rows // plan.micro_batches // max(d * f, 1)
+    units = plan.micro_batch_units
+    what = "prompt groups" if plan.shared_prefix else "rows"
+    per_device = units // plan.micro_batches // max(d * f, 1)
     if worst == "train step" and per_device > 1:
-        advice = (f"raise mesh.micro_batches (each micro-batch now puts {per_device} rows on a device; up to "
-                  f"{plan.train_rows // max(d * f, 1)} micro-batches), shard wider, or shorten prompt / response")
+        advice = (f"raise mesh.micro_batches (each micro-batch now puts {per_device} {what} on a device; up to "
+                  f"{units // max(d * f, 1)} micro-batches), shard wider, or shorten prompt / response")
     elif worst == "train step":
-        advice = ("micro-batches already put one row on each device: shorten prompt / response (activation memory "
+        advice = (f"micro-batches already put one of the {what} on each device: shorten prompt / response (activation memory "
                   "grows with the square of the sequence: T x T attention scores per head and layer), shard heads "
                   "wider (tensor), or rematerialise activations / use a flash-attention kernel")
     else:

@@ -72,6 +72,7 @@ class Plan:
     hbm_bytes: int | None
     compiled_layers: int
     extrapolated: bool
+    shared_prefix: bool = False
 
     @property
     def num_devices(self) -> int:
@@ -83,6 +84,11 @@ class Plan:
     @property
     def train_rows(self) -> int:
         return self.prompts * self.samples
+
+    @property
+    def micro_batch_units(self) -> int:
+        """What micro-batches split: prompt groups (shared prefix) or rows."""
+        return self.prompts if self.shared_prefix else self.train_rows
 
     @property
     def resident_while_sampling(self) -> int:

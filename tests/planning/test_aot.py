@@ -32,9 +32,27 @@ def test_train_flops_near_6nt(plan):
     assert plan["train_flops"] > 0
     assert 0.5 <= plan["train_flops"] / plan["six_nt"] <= 2.0
     assert 0.5 <= plan["train_flops"] / plan["full_analytic"] <= 2.0
-    # 6 N T by hand: N without the input embedding (untied), T = 16 rows x 32 tokens, over 8 devices
+    # 6 N T by hand: N without the input embedding (untied); shared prefix: T = 4 prompts x 16 prompt tokens
+    # (each computed once) + 16 rows x 16 response tokens, over 8 devices
     n = plan["num_params"] - 256 * 64
-    assert plan["six_nt"] == pytest.approx(6 * n * 16 * 32 / 8)
+    assert plan["six_nt"] == pytest.approx(6 * n * (4 * 16 + 16 * 16) / 8)
+    assert "each computed once, shared prefix" in plan["table"]
+
+
+def test_analytic_flops_of_the_two_layouts():
+    from rewardsql_jax.models.config import ModelConfig
+    from rewardsql_jax.planning.aot import analytic_train_flops
+
+    cfg = ModelConfig(model_type="qwen2", vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True)
+    n = 10_000
+    six, full = analytic_train_flops(cfg, n, rows=32, seq=600, reference=True)
+    assert six == 6 * n * 32 * 600
+    assert full == six + 2 * n * 32 * 600 + 4 * 4 * 2 * 32 * 600 * 600 * 4 * 16
+    six_g, full_g = analytic_train_flops(cfg, n, rows=32, seq=600, reference=True, group=8, response=100)
+    tokens = 4 * 500 + 32 * 100
+    assert six_g == 6 * n * tokens
+    assert full_g == six_g + 2 * n * tokens + 4 * 4 * 2 * (4 * 500 * 500 + 32 * 100 * 600) * 4 * 16
 
 
 def test_kv_cache_bytes_match_formula(plan):
