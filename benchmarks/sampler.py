@@ -9,6 +9,13 @@ bandwidth measured here with a numpy copy, plus achieved FLOP/s against a measur
     python benchmarks/sampler.py            # ~12M config and the Qwen2.5-0.5B shape
     python benchmarks/sampler.py --quick    # ~12M config only
     python benchmarks/sampler.py --single-thread   # torch and XLA each on one thread (fairer on a loaded host)
+    python benchmarks/sampler.py --grpo     # + the GRPO rollout shape: the tiny model of benchmarks/grpo_vs_trl.py,
+                                            #   4 prompts of ~480 tokens x 8 samples, T=1, 64 new tokens
+
+The ``--grpo`` row samples (T=1, no top-k/top-p on either side) rather than decoding greedily, so the tokens
+differ between the two (different random streams); both produce exactly ``new_tokens`` tokens per row (no EOS),
+so the work is the same. There our sampler prefills each prompt once for its 8 samples, HF's
+``num_return_sequences`` prefills every copy.
 """
 from __future__ import annotations
 
@@ -94,22 +101,76 @@ def bench(name, shape, *, batch, prompt_len, new_tokens, repeats):
             return tm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
                                do_sample=False, pad_token_id=0, eos_token_id=None)[:, prompt_len:].numpy()
 
+    cache = prompt_len + new_tokens  # one cache length: the 1-token and n-token runs share a compile
+    ours = lambda n: generate(jm, prompts.tolist(), max_new_tokens=n, max_cache_len=cache)  # noqa: E731
+    t = _time_both(hf_run, ours, new_tokens, repeats)
+    match = float(np.mean(np.asarray(t.ours_out.tokens) == t.hf_out))
+    return t.row(name, n_params, match), shape
+
+
+@dataclasses.dataclass(frozen=True)
+class _Times:
+    hf_s: float
+    hf_out: object
+    hf_prefill_s: float
+    ours_s: float
+    ours_out: object
+    compile_s: float
+    prefill_s: float
+    step_s: float
+    cpu: tuple
+
+    def row(self, name, params, match) -> Row:
+        return Row(name, params, self.hf_s, self.hf_prefill_s, self.ours_s, self.compile_s, self.prefill_s,
+                   self.step_s, match, self.cpu)
+
+
+def _time_both(hf_run, ours, new_tokens, repeats) -> _Times:
+    """HF (after a warm-up) then ours (after a compiling call): n-token and 1-token runs, best of ``repeats``."""
     hf_run(2)  # warm-up (allocator, kernels)
     cpu = []
     hf_s, hf_out = timed(lambda: hf_run(new_tokens), repeats, cpu)
     hf_prefill_s, _ = timed(lambda: hf_run(1), repeats, cpu)
-
-    cache = prompt_len + new_tokens  # one cache length: the 1-token and n-token runs share a compile
-    ours = lambda n: generate(jm, prompts.tolist(), max_new_tokens=n, max_cache_len=cache)
     t0 = time.perf_counter()
     ours(new_tokens)
     first = time.perf_counter() - t0
     ours_s, res = timed(lambda: ours(new_tokens), repeats, cpu)
     prefill_s, _ = timed(lambda: ours(1), repeats, cpu)
-    step_s = (ours_s - prefill_s) / (new_tokens - 1)
-    match = float(np.mean(np.asarray(res.tokens) == hf_out))
-    return Row(name, n_params, hf_s, hf_prefill_s, ours_s, max(first - ours_s, 0.0), prefill_s, step_s, match,
-               tuple(cpu)), shape
+    return _Times(hf_s, hf_out, hf_prefill_s, ours_s, res, max(first - ours_s, 0.0), prefill_s,
+                  (ours_s - prefill_s) / (new_tokens - 1), tuple(cpu))
+
+
+GRPO_TINY = dict(vocab_size=1024, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, tie_word_embeddings=True)
+
+
+def bench_grpo(*, prompts=4, samples=8, new_tokens=64, repeats=2):
+    """Sampling throughput on the GRPO rollout shape (module docstring); returns (Row, shape)."""
+    torch.manual_seed(0)
+    tm = Qwen2ForCausalLM(Qwen2Config(max_position_embeddings=4096, use_sliding_window=False, **GRPO_TINY)).eval()
+    jm = jax_twin(tm)
+    rng = np.random.default_rng(0)
+    lens = [481 + 2 * i for i in range(prompts)]
+    prompt_lists = [rng.integers(1, GRPO_TINY["vocab_size"], n).tolist() for n in lens]
+    width = max(lens)
+    ids = torch.zeros((prompts, width), dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(prompt_lists):  # left padding, as HF recommends for decoder-only generation
+        ids[i, width - len(p):] = torch.tensor(p)
+        attn[i, width - len(p):] = 1
+
+    def hf_run(n):
+        with torch.inference_mode():
+            return tm.generate(input_ids=ids, attention_mask=attn, max_new_tokens=n, min_new_tokens=n, do_sample=True,
+                               temperature=1.0, top_k=0, top_p=1.0, num_return_sequences=samples, pad_token_id=0,
+                               eos_token_id=None)
+
+    cache = width + new_tokens
+    ours = lambda n: generate(jm, prompt_lists, max_new_tokens=n, temperature=1.0, num_samples=samples,  # noqa: E731
+                              max_cache_len=cache, seed=n)
+    t = _time_both(hf_run, ours, new_tokens, repeats)
+    assert all(len(x) == new_tokens for x in t.ours_out.tokens)
+    return t.row(f"grpo-tiny {prompts}x{samples}", sum(p.numel() for p in tm.parameters()), float("nan")), GRPO_TINY
 
 
 def measured_bandwidth(nbytes=1 << 30):
@@ -157,6 +218,7 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2, help="timed repetitions (best is reported)")
     ap.add_argument("--single-thread", action="store_true", help="one thread for torch and for XLA")
+    ap.add_argument("--grpo", action="store_true", help="add the GRPO rollout shape (4 prompts x 8 samples, T=1)")
     args = ap.parse_args()
     if args.single_thread:
         torch.set_num_threads(1)
@@ -169,27 +231,31 @@ def main():
         rows.append(bench(name, shape, batch=args.batch, prompt_len=args.prompt_len, new_tokens=args.new_tokens,
                           repeats=args.repeats))
         print(f"done: {rows[-1][0]}", flush=True)
-    n = args.batch * args.new_tokens
+    rows = [(r, s, args.batch * args.new_tokens) for r, s in rows]
+    if args.grpo:
+        row, shape = bench_grpo(new_tokens=args.new_tokens, repeats=args.repeats)
+        rows.append((row, shape, 32 * args.new_tokens))
+        print(f"done: {row.name}", flush=True)
     print("end-to-end = prefill + all decode steps; decode = per-step time from (t[n tokens] - t[1 token]) / (n - 1)")
-    print(f"{'model':<14}{'params':>9}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}"
+    print(f"{'model':<18}{'params':>9}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}"
           f"{'HF step ms':>12}{'ours step ms':>14}{'decode ratio':>14}"
           f"{'HF prefill s':>14}{'ours prefill s':>16}{'compile s':>11}{'same tokens':>13}")
-    for row, _ in rows:
+    for row, _, n in rows:
         hf_step = (row.hf_s - row.hf_prefill_s) / (args.new_tokens - 1)
-        print(f"{row.name:<14}{row.params / 1e6:>8.1f}M{n / row.hf_s:>10.1f}{n / row.ours_s:>12.1f}"
+        print(f"{row.name:<18}{row.params / 1e6:>8.1f}M{n / row.hf_s:>10.1f}{n / row.ours_s:>12.1f}"
               f"{row.hf_s / row.ours_s:>6.2f}x{hf_step * 1e3:>12.1f}{row.step_s * 1e3:>14.1f}"
               f"{hf_step / row.step_s:>13.2f}x{row.hf_prefill_s:>14.2f}{row.prefill_s:>16.2f}"
-              f"{row.compile_s:>11.1f}{100 * row.match:>12.0f}%")
+              f"{row.compile_s:>11.1f}{'sampled' if row.match != row.match else f'{100 * row.match:.0f}%':>13}")
     if args.single_thread:
         print("\nsame runs by process CPU time (one thread each, so this is the time on an idle core):")
-        print(f"{'model':<14}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}{'HF step ms':>12}{'ours step ms':>14}"
+        print(f"{'model':<18}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}{'HF step ms':>12}{'ours step ms':>14}"
               f"{'decode ratio':>14}{'HF prefill s':>14}{'ours prefill s':>16}")
-        for row, _ in rows:
+        for row, _, n in rows:
             hf, hf_pre, us, us_pre = row.cpu
             hf_step, us_step = (hf - hf_pre) / (args.new_tokens - 1), (us - us_pre) / (args.new_tokens - 1)
-            print(f"{row.name:<14}{n / hf:>10.1f}{n / us:>12.1f}{hf / us:>6.2f}x{hf_step * 1e3:>12.1f}"
+            print(f"{row.name:<18}{n / hf:>10.1f}{n / us:>12.1f}{hf / us:>6.2f}x{hf_step * 1e3:>12.1f}"
                   f"{us_step * 1e3:>14.1f}{hf_step / us_step:>13.2f}x{hf_pre:>14.2f}{us_pre:>16.2f}")
-    for row, shape in rows:
+    for row, shape, _ in rows:
         if shape is QWEN25_05B:
             roofline(row, shape, batch=args.batch, cache_len=args.prompt_len + args.new_tokens)
 

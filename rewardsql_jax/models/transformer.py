@@ -10,6 +10,8 @@ logits of the unpadded sequence at real positions.
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from flax import nnx, struct
@@ -79,11 +81,57 @@ def attention(q, k, v, mask):
     b, t, h, d = q.shape
     hkv = k.shape[2]
     q = q.reshape(b, t, hkv, h // hkv, d)
+    if t == 1:
+        return _single_query_attention(q, k, v, mask).reshape(b, t, h, d)
     scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32) / jnp.sqrt(d).astype(jnp.float32)
     scores = jnp.where(mask[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
     return out.reshape(b, t, h, d)
+
+
+def _single_query_attention(q, k, v, mask):
+    """One query per row (a decode step) as multiply-and-reduce over the cache in its stored ``[B, S, Hkv, D]``
+    layout: a dot_general here makes XLA transpose (copy) the whole cache of every layer at every step.
+    q ``[B, 1, Hkv, G, D]``, mask ``[B, 1, S]`` -> ``[B, 1, Hkv, G, D]``."""
+    d = q.shape[-1]
+    scale = 1.0 / jnp.sqrt(jnp.float32(d))
+    scores = jnp.sum(q[:, 0, None].astype(jnp.float32) * k[:, :, :, None, :].astype(jnp.float32), axis=-1) * scale
+    scores = jnp.where(mask[:, 0, :, None, None], scores, jnp.finfo(jnp.float32).min)  # [B, S, Hkv, G]
+    probs = jax.nn.softmax(scores, axis=1)
+    out = jnp.sum(probs[..., None] * v[:, :, :, None, :].astype(jnp.float32), axis=1)  # [B, Hkv, G, D]
+    return out[:, None].astype(v.dtype)
+
+
+def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
+    """Attention of rows that share prompts, the prompts' keys/values stored once (shared-prefix decoding).
+
+    Rows are prompt-major: ``B = P * G`` rows, G per prompt. q ``[B, T, H, D]``; k/v ``[B, S, Hkv, D]`` and
+    mask ``[B, T, S]`` are each row's own (generated) slots; prefix_k/prefix_v ``[P, Hkv, W, D]`` (heads
+    before slots: the batched matmuls then read them in place) and prefix_mask ``[P, W]`` are the prompts,
+    which every query sees in full. One softmax over W + S keys: the same result as ``attention`` over each
+    row's ``prompt + own`` cache, while a prompt's cache is read once per prompt instead of once per row.
+    """
+    b, t, h, d = q.shape
+    p, hkv, w, _ = prefix_k.shape
+    g, groups = b // p, h // hkv
+    scale = 1.0 / jnp.sqrt(jnp.float32(d))
+    # [P, Hkv, G * T * groups, D]: every query of a prompt's rows against that prompt's keys in one matmul
+    qp = q.reshape(p, g, t, hkv, groups, d).transpose(0, 3, 1, 2, 4, 5).reshape(p, hkv, g * t * groups, d)
+    s_prefix = jnp.einsum("pkqd,pkwd->pkqw", qp, prefix_k.astype(q.dtype), preferred_element_type=jnp.float32) * scale
+    s_prefix = jnp.where(prefix_mask[:, None, None, :].astype(bool), s_prefix, jnp.finfo(jnp.float32).min)
+    s_prefix = s_prefix.reshape(p, hkv, g, t, groups, w).transpose(0, 2, 3, 5, 1, 4).reshape(b, t, w, hkv, groups)
+    # own slots (few: the generated tokens) as multiply-and-reduce in their stored [B, S, Hkv, D] layout
+    q5 = q.astype(jnp.float32).reshape(b, t, hkv, groups, d)
+    s_own = jnp.sum(q5[:, :, None] * k[:, None, :, :, None, :].astype(jnp.float32), axis=-1) * scale
+    s_own = jnp.where(mask[:, :, :, None, None], s_own, jnp.finfo(jnp.float32).min)  # [B, T, S, Hkv, groups]
+    probs = jax.nn.softmax(jnp.concatenate([s_prefix, s_own], axis=2), axis=2)
+    p_prefix, p_own = probs[:, :, :w], probs[:, :, w:]
+    p_prefix = p_prefix.reshape(p, g, t, w, hkv, groups).transpose(0, 4, 1, 2, 5, 3).reshape(p, hkv, g * t * groups, w)
+    out = jnp.einsum("pkqw,pkwd->pkqd", p_prefix, prefix_v.astype(jnp.float32))
+    out = out.reshape(p, hkv, g, t, groups, d).transpose(0, 2, 3, 1, 4, 5).reshape(b, t, hkv, groups, d)
+    out = out + jnp.sum(p_own[..., None] * v[:, None, :, :, None, :].astype(jnp.float32), axis=2)
+    return out.reshape(b, t, h, d).astype(v.dtype)
 
 
 @struct.dataclass
@@ -230,18 +278,21 @@ class CausalLM(nnx.Module):
     def __call__(self, input_ids, attention_mask=None):
         return self.logits_from_hidden(self.hidden_states(input_ids, attention_mask))
 
-    def forward_with_cache(self, input_ids, positions, cache: KVCache, *, write_index, key_mask):
+    def forward_with_cache(self, input_ids, positions, cache: KVCache, *, write_index, key_mask, prefix=None):
         """One prefill or decode chunk against a KV cache.
 
         ``input_ids``/``positions`` ``[B, T]``; the chunk is written at cache slots
         ``[write_index, write_index + T)``; ``key_mask [B, S_max]`` marks valid slots (including the
         ones written now). Query ``i`` sees slot ``s`` iff ``s <= write_index + i`` and ``key_mask``.
+        ``prefix=(prompt KVCache [P, W], prompt mask [P, W])``: the rows (``B = P * G``, prompt-major)
+        also attend to their prompt's cache, stored once per prompt (``prefix_attention``).
         Returns ``(logits [B, T, V] fp32, new cache)``.
         """
-        hidden, cache = self.hidden_with_cache(input_ids, positions, cache, write_index=write_index, key_mask=key_mask)
+        hidden, cache = self.hidden_with_cache(input_ids, positions, cache, write_index=write_index, key_mask=key_mask,
+                                               prefix=prefix)
         return self.logits_from_hidden(hidden), cache
 
-    def hidden_with_cache(self, input_ids, positions, cache: KVCache, *, write_index, key_mask):
+    def hidden_with_cache(self, input_ids, positions, cache: KVCache, *, write_index, key_mask, prefix=None):
         """As ``forward_with_cache`` but returns final (normed) hidden states ``[B, T, D]``.
 
         Lets a sampler project only the positions it needs (XLA does not push a slice through the
@@ -254,8 +305,10 @@ class CausalLM(nnx.Module):
         cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
         x = self._embed(input_ids)
         new_k, new_v = [], []
-        for layer, ck, cv in zip(self.layers, cache.k, cache.v):
-            x, (k, v) = layer(x, cos, sin, mask, (ck, cv), write_index)
+        for i, (layer, ck, cv) in enumerate(zip(self.layers, cache.k, cache.v)):
+            attn_fn = None if prefix is None else functools.partial(
+                prefix_attention, prefix_k=prefix[0].k[i], prefix_v=prefix[0].v[i], prefix_mask=prefix[1])
+            x, (k, v) = layer(x, cos, sin, mask, (ck, cv), write_index, attn_fn)
             new_k.append(k)
             new_v.append(v)
         return self.norm(x), KVCache(k=tuple(new_k), v=tuple(new_v))

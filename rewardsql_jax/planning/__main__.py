@@ -34,6 +34,8 @@ def _parse(argv):
     p.add_argument("--hbm", default=None, help="per-device memory: GB or a name (v5p, h100, h200, a100, v4, v5e)")
     p.add_argument("--compile-layers", type=int, default=None,
                    help="compile 1 and 2 layers and extrapolate (for very large models on a small host)")
+    p.add_argument("--no-shared-prefix", action="store_true",
+                   help="plan prompts x samples independent rows instead of the RL stage's shared-prefix groups")
     p.add_argument("--out", default=None, help="also write the table to this file")
     return p.parse_args(argv)
 
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
                            prompt_len=args.prompt_len, response_len=args.response_len,
                            micro_batches=args.micro_batches, compute_dtype=args.compute_dtype,
                            sample_prompts=args.sample_prompts, hbm_gb=hbm, compile_layers=args.compile_layers,
-                           name=args.model or None)
+                           name=args.model or None, shared_prefix=not args.no_shared_prefix)
     text = format_plan(plan)
     if hbm is not None:
         text += "\n" + check_fits(plan).message

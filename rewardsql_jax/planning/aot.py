@@ -68,13 +68,19 @@ def train_seq_len(prompt_len: int, response_len: int) -> int:
     return bucket_length(prompt_len + response_len)
 
 
-def analytic_kv_cache_bytes(cfg: ModelConfig, rows: int, cache_len: int, mesh) -> int:
-    """Per-device KV cache: 2 (K, V) x layers x one ``[rows, cache_len, kv_heads, head_dim]`` shard in the
-    compute dtype, sharded by the ``cache_*`` rules."""
-    shape = (rows, cache_len, cfg.num_key_value_heads, cfg.head_dim)
-    spec = logical_to_spec(("cache_batch", "cache_seq", "cache_kv_heads", "head_dim"), shape=shape, mesh=mesh)
-    shard = NamedSharding(mesh, spec).shard_shape(shape)
-    return 2 * cfg.num_hidden_layers * math.prod(shard) * resolve_dtype(cfg.dtype).itemsize
+def analytic_kv_cache_bytes(cfg: ModelConfig, rows: int, cache_len: int, mesh, *, samples: int = 1,
+                            gen_capacity: int = 0) -> int:
+    """Per-device KV cache of the sampler: 2 (K, V) x layers x (a ``[rows / samples, prompt slots, kv_heads,
+    head_dim]`` prompt cache, one row per prompt, + a ``[rows, gen_capacity, ...]`` cache of generated
+    tokens) in the compute dtype, sharded by the ``cache_*`` rules. ``cache_len`` = prompt slots +
+    ``gen_capacity``."""
+    def one(shape):
+        spec = logical_to_spec(("cache_batch", "cache_seq", "cache_kv_heads", "head_dim"), shape=shape, mesh=mesh)
+        return math.prod(NamedSharding(mesh, spec).shard_shape(shape))
+
+    kv = (cfg.num_key_value_heads, cfg.head_dim)
+    elems = one((rows // samples, cache_len - gen_capacity) + kv) + (one((rows, gen_capacity) + kv) if gen_capacity else 0)
+    return 2 * cfg.num_hidden_layers * elems * resolve_dtype(cfg.dtype).itemsize
 
 
 def matmul_params(cfg: ModelConfig, num_params: int) -> int:
@@ -146,12 +152,14 @@ def _train_stats(cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, com
     return stats, params, ref, opt
 
 
-def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len):
+def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len, samples):
     model = nnx.eval_shape(lambda: build_model(cfg))
     graphdef, state = nnx.split(model)
     state = _abstract(state, param_shardings(state, mesh))
     width, capacity = bucket_length(prompt_len), -(-response_len // GEN_ROUND) * GEN_ROUND
-    opts = _StaticOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + capacity, gen_capacity=capacity)
+    opts = _StaticOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + capacity, gen_capacity=capacity,
+                          num_samples=samples)
+    rows = rows // samples  # the prefill takes each prompt once
     tokens = activation_sharding(("batch", "seq"), mesh, shape=(rows, width))
     repl = NamedSharding(mesh, PartitionSpec())
     sds = lambda shape, dtype, sh=repl: jax.ShapeDtypeStruct(shape, dtype, sharding=sh)  # noqa: E731
@@ -166,7 +174,7 @@ def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len):
     st = jax.tree.map(lambda i, s: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=s), lowered.out_info,
                       compiled.output_shardings)
     kv_compiled = sum(math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
-                      for x in jax.tree.leaves(st.cache))
+                      for x in jax.tree.leaves((st.prompt_cache, st.cache)))
     decode, _ = _stats("sampler decode loop", _decode.lower(graphdef, state, st, sds((), jnp.int32), *scalars,
                                                             opts=opts))
     return prefill, decode, kv_compiled, opts.cache_len
@@ -194,7 +202,7 @@ def _measure(cfg, mesh, **kw):
                                            reference=kw["reference"], group=kw["group"],
                                            response=kw["response_len"])
     prefill, decode, kv, cache_len = _sampler_stats(cfg, mesh, rows=kw["sample_rows"], prompt_len=kw["prompt_len"],
-                                                    response_len=kw["response_len"])
+                                                    response_len=kw["response_len"], samples=kw["samples"])
     return train, prefill, decode, kv, (params, ref, opt), cache_len
 
 
@@ -253,7 +261,7 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
     kw = dict(rows=rows, seq=seq, loss=loss, loss_options={**GRPO_OPTIONS, **(loss_options or {})},
               micro_batches=micro_batches, compute_dtype=compute_dtype, optimizer=optimizer or OptimizerConfig(),
               reference=reference, sample_rows=sample_rows, prompt_len=prompt_len, response_len=response_len,
-              group=samples if shared_prefix else 1)
+              group=samples if shared_prefix else 1, samples=samples)
     layers = cfg.num_hidden_layers
     abstract = nnx.eval_shape(lambda: build_model(cfg))
     num_params = sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
@@ -278,7 +286,9 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
                 prompts=prompts, samples=samples, sample_rows=sample_rows, prompt_len=prompt_len,
                 response_len=response_len, train_seq_len=seq, micro_batches=micro_batches,
                 compute_dtype=cfg.dtype, param_dtype=cfg.param_dtype, param_bytes=sizes[0], ref_param_bytes=sizes[1],
-                opt_state_bytes=sizes[2], kv_cache_bytes=analytic_kv_cache_bytes(cfg, sample_rows, cache_len, mesh),
+                opt_state_bytes=sizes[2],
+                kv_cache_bytes=analytic_kv_cache_bytes(cfg, sample_rows, cache_len, mesh, samples=samples,
+                                                       gen_capacity=-(-response_len // GEN_ROUND) * GEN_ROUND),
                 kv_cache_bytes_compiled=kv_compiled, train=train, prefill=prefill, decode=decode,
                 train_flops=flops / ndev, analytic_flops_6nt=six / ndev, analytic_flops_full=full / ndev,
                 hbm_bytes=None if hbm_gb is None else int(hbm_gb * 1e9), compiled_layers=compiled_layers,

@@ -1,11 +1,12 @@
 """KV-cache sampler: one jitted prefill, one jitted decode loop (``lax.while_loop``), donated state.
 
 Flow of ``generate``: prompts are checked and left-padded on the host (``inputs.pad_prompts``); the
-prefill runs each padded prompt once through ``hidden_with_cache`` (``num_samples`` > 1: then repeats
-its KV cache per sample, so a GRPO group pays for one prefill), projects only the last position
-to logits and draws token 0; the decode loop feeds token ``i-1`` at cache slot ``P + i - 1`` and
-draws token ``i`` until ``max_new_tokens`` or until every row has emitted an EOS id. Nothing leaves
-the device until the loop ends.
+prefill runs each padded prompt once through ``hidden_with_cache`` into a prompt cache with one row
+per prompt, projects only the last position to logits and draws token 0 for each of its ``num_samples``
+rows; the decode loop feeds token ``i-1`` at slot ``i - 1`` of the rows' own cache of generated tokens,
+attending to that and to the prompt cache (``models.transformer.prefix_attention``: a GRPO group reads
+its prompt's keys/values once, not once per sample), and draws token ``i`` until ``max_new_tokens``
+or until every row has emitted an EOS id. Nothing leaves the device until the loop ends.
 
 The model enters ``jit`` as ``(graphdef, state)`` with the graphdef static, so ``jax.jit``'s own
 cache keys the compiled code by (graphdef, shapes, static options): a second call with the same
@@ -45,10 +46,13 @@ class _StaticOptions:
 
 @struct.dataclass
 class DecodeState:
-    """Loop carry: KV cache, output buffers ``[B, gen_capacity]``, per-row done flags, step, key."""
+    """Loop carry: the prompts' KV cache (``[N, W]``, one row per prompt, read-only), each row's cache of
+    generated tokens (``[B, gen_capacity]``, B = N x num_samples), output buffers ``[B, gen_capacity]``,
+    per-row done flags, step, key."""
 
+    prompt_cache: KVCache  # [N, Hkv, W, D] per layer
+    prompt_mask: jax.Array  # [N, W] real prompt slots (left padding is False)
     cache: KVCache
-    key_mask: jax.Array  # [B, cache_len] valid cache slots (prompt padding is False)
     lengths: jax.Array  # [B] prompt lengths; token i sits at position lengths + i
     tokens: jax.Array
     logprobs: jax.Array
@@ -70,30 +74,31 @@ def _is_eos(tokens, eos_ids):
 def _prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_ids, pad_id, *, opts):
     TRACE_COUNTS["prefill"] += 1
     model = nnx.merge(graphdef, state)
-    n = ids.shape[0]
-    cache = init_cache(model.config, n, opts.cache_len)
-    key_mask = jnp.concatenate([mask, jnp.ones((n, opts.gen_capacity), bool)], axis=1)
+    n, width = ids.shape
+    prompt_cache = init_cache(model.config, n, width)
     positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
-    hidden, cache = model.hidden_with_cache(ids, positions, cache, write_index=0, key_mask=key_mask)
+    hidden, prompt_cache = model.hidden_with_cache(ids, positions, prompt_cache, write_index=0, key_mask=mask)
     logits = model.logits_from_hidden(hidden[:, -1])  # left padding: the last slot is real for every row
-    if opts.num_samples > 1:  # each prompt was prefilled once; its samples share that cache from here on
+    if opts.num_samples > 1:  # each prompt was prefilled once; its samples share that prompt cache from here on
         rep = functools.partial(jnp.repeat, repeats=opts.num_samples, axis=0)
-        cache = KVCache(k=tuple(map(rep, cache.k)), v=tuple(map(rep, cache.v)))
-        logits, key_mask, lengths = rep(logits), rep(key_mask), rep(lengths)
+        logits, lengths = rep(logits), rep(lengths)
     b = logits.shape[0]
+    cache = init_cache(model.config, b, opts.gen_capacity)
+    heads_first = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731  [N, W, Hkv, D] -> [N, Hkv, W, D] (prefix_attention)
+    prompt_cache = KVCache(k=tuple(map(heads_first, prompt_cache.k)), v=tuple(map(heads_first, prompt_cache.v)))
     key, sub = jax.random.split(key)
     tok, logp = _draw(sub, logits, temperature, top_p, opts)
     tokens = jnp.full((b, opts.gen_capacity), pad_id, jnp.int32).at[:, 0].set(tok)
     logprobs = jnp.zeros((b, opts.gen_capacity), jnp.float32).at[:, 0].set(logp)
-    return DecodeState(cache=cache, key_mask=key_mask, lengths=lengths, tokens=tokens, logprobs=logprobs,
-                       done=_is_eos(tok, eos_ids), step=jnp.int32(1), key=key)
+    return DecodeState(prompt_cache=prompt_cache, prompt_mask=mask, cache=cache, lengths=lengths, tokens=tokens,
+                       logprobs=logprobs, done=_is_eos(tok, eos_ids), step=jnp.int32(1), key=key)
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "opts"), donate_argnames=("st",))
 def _decode(graphdef, state, st: DecodeState, max_new_tokens, temperature, top_p, eos_ids, pad_id, *, opts):
     TRACE_COUNTS["decode"] += 1
     model = nnx.merge(graphdef, state)
-    prompt_width = opts.cache_len - opts.gen_capacity
+    all_slots = jnp.ones((st.tokens.shape[0], opts.gen_capacity), bool)  # the causal rule hides unwritten ones
 
     def cond(s: DecodeState):
         return (s.step < max_new_tokens) & ~jnp.all(s.done)
@@ -102,8 +107,8 @@ def _decode(graphdef, state, st: DecodeState, max_new_tokens, temperature, top_p
         i = s.step
         prev = jax.lax.dynamic_slice_in_dim(s.tokens, i - 1, 1, axis=1)  # [B, 1]
         pos = (s.lengths + i - 1)[:, None]
-        logits, cache = model.forward_with_cache(prev, pos, s.cache, write_index=prompt_width + i - 1,
-                                                 key_mask=s.key_mask)
+        logits, cache = model.forward_with_cache(prev, pos, s.cache, write_index=i - 1, key_mask=all_slots,
+                                                 prefix=(s.prompt_cache, s.prompt_mask))
         key, sub = jax.random.split(s.key)
         tok, logp = _draw(sub, logits[:, 0], temperature, top_p, opts)
         tok = jnp.where(s.done, pad_id, tok)

@@ -56,8 +56,9 @@ def test_analytic_flops_of_the_two_layouts():
 
 
 def test_kv_cache_bytes_match_formula(plan):
-    # 2 (K, V) x 1 layer x [16 rows / (data*fsdp=4), 32 slots, 2 kv heads / tensor=2, 16] x bf16
-    expected = 2 * 1 * (16 // 4) * 32 * (2 // 2) * 16 * 2
+    # 2 (K, V) x 1 layer x ([4 prompts / (data*fsdp=4), 16 prompt slots] + [16 rows / 4, 16 generated slots])
+    # x [2 kv heads / tensor=2, 16] x bf16: the prompt cache holds each prompt once
+    expected = 2 * 1 * ((4 // 4) * 16 + (16 // 4) * 16) * (2 // 2) * 16 * 2
     assert plan["sample_rows"] == 16
     assert plan["kv"] == expected
     assert plan["kv_compiled"] > 0

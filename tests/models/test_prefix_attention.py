@@ -1,0 +1,46 @@
+"""Shared-prefix decode attention and the one-query path equal plain attention over each row's full cache."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rewardsql_jax.models.transformer import attention, prefix_attention
+
+
+def _einsum_attention(q, k, v, mask):
+    """The general path of ``attention`` (T > 1 branch) for any T: the reference here."""
+    b, t, h, d = q.shape
+    hkv = k.shape[2]
+    q = q.reshape(b, t, hkv, h // hkv, d)
+    scores = jnp.einsum("btkgd,bskd->bkgts", q, k) / jnp.sqrt(jnp.float32(d))
+    scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
+    return jnp.einsum("bkgts,bskd->btkgd", jax.nn.softmax(scores, axis=-1), v).reshape(b, t, h, d)
+
+
+@pytest.mark.parametrize("h,hkv", [(4, 2), (4, 4), (6, 1)])
+def test_single_query_attention_matches_the_matmul_path(h, hkv):
+    rng = np.random.default_rng(0)
+    b, s, d = 3, 11, 8
+    q = jnp.asarray(rng.normal(size=(b, 1, h, d)), jnp.float32)
+    k, v = (jnp.asarray(rng.normal(size=(b, s, hkv, d)), jnp.float32) for _ in range(2))
+    mask = jnp.asarray(rng.random((b, 1, s)) < 0.7).at[:, :, 0].set(True)
+    np.testing.assert_allclose(attention(q, k, v, mask), _einsum_attention(q, k, v, mask), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("t", [1, 3])
+@pytest.mark.parametrize("h,hkv", [(4, 2), (2, 2)])
+def test_prefix_attention_equals_attention_over_prompt_plus_own_cache(t, h, hkv):
+    rng = np.random.default_rng(1)
+    p, g, w, s, d = 2, 3, 7, 5, 8
+    b = p * g
+    q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)
+    pk, pv = (jnp.asarray(rng.normal(size=(p, w, hkv, d)), jnp.float32) for _ in range(2))
+    k, v = (jnp.asarray(rng.normal(size=(b, s, hkv, d)), jnp.float32) for _ in range(2))
+    prefix_mask = jnp.asarray(np.arange(w)[None, :] >= np.array([[2], [0]]))  # left padding of 2 and 0
+    own = jnp.asarray(np.arange(s)[None, None, :] <= np.arange(t)[None, :, None] + 1).repeat(b, axis=0)
+    got = prefix_attention(q, k, v, own, prefix_k=pk.transpose(0, 2, 1, 3), prefix_v=pv.transpose(0, 2, 1, 3),
+                           prefix_mask=prefix_mask)
+    full_k = jnp.concatenate([jnp.repeat(pk, g, axis=0), k], axis=1)
+    full_v = jnp.concatenate([jnp.repeat(pv, g, axis=0), v], axis=1)
+    full_mask = jnp.concatenate([jnp.repeat(prefix_mask, g, axis=0)[:, None, :].repeat(t, axis=1), own], axis=2)
+    np.testing.assert_allclose(got, _einsum_attention(q, full_k, full_v, full_mask), atol=1e-5, rtol=0)
