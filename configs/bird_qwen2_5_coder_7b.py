@@ -12,7 +12,11 @@ alpha 0.5, beta 0.9, L 500; Best-of-32 with min aggregation.
 Memory: the AOT plan (``plan=true``, README) shows the paper's 8192-token prompts do not fit 8 x 95 GB
 with the XLA attention (full T x T scores are kept for the backward pass); this config therefore uses
 2048-token prompts on a data=1 x fsdp=2 x tensor=4 mesh with 192 micro-batches, which the plan puts at
-60 GB per device. Check before launching:
+60 GB per device. It trains on unshared prompt + completion rows (``rl.shared_prefix=False``): the shared-prefix
+layout (each prompt computed once per group of 8, 3.4x fewer train FLOPs per step in the plan) needs micro-batches
+of whole prompt groups, and at 24 micro-batches (one group per device) the plan puts it at 94.7 GB, too close to
+95 GB; on a larger slice or with shorter responses, ``rl.shared_prefix=true mesh.micro_batches=24`` is the faster
+choice. Check before launching:
     python launch/run.py --config configs/bird_qwen2_5_coder_7b.py plan=true plan.devices=8 plan.hbm=v5p
 """
 from rewardsql_jax.stages.run_config import (DataConfig, InferenceConfig, MeshConfig, ModelConfigSection,
@@ -34,6 +38,6 @@ CONFIG = RunConfig(
                               max_new_tokens=512),
     prm=PRMConfig(steps=3 * _EPOCH_STEPS, batch_size=16, lr=1e-5),
     rl=RLConfig(algorithm="grpo", steps=200, prompts_per_step=48, samples_per_prompt=8, lr=1e-6, clip_eps=0.2,
-                kl_beta=0.001, entropy_coef=0.001, temperature=1.0, max_new_tokens=512),
+                kl_beta=0.001, entropy_coef=0.001, temperature=1.0, max_new_tokens=512, shared_prefix=False),
     inference=InferenceConfig(best_of_n=32, temperature=1.0, aggregation="min", max_new_tokens=1024),
 )
