@@ -5,7 +5,7 @@ loss = sum(total) / max(sum(count), 1). Each adapter calls the registered loss (
 micro-batch and rescales the mean it returns by that micro-batch's denominator, so the sum equals the
 numerator of the full-batch mean exactly. The denominator follows the loss's reduction:
 
-  tokens     sft token_mean, grpo agg=bnpo/token_mean/dapo, reinforce_pp token_mean, prm (mean over steps)
+  tokens     sft / rs token_mean (rs: kept candidates only), grpo agg=bnpo/token_mean/dapo, reinforce_pp token_mean, prm (mean over steps)
   sequences  grpo agg=grpo, dpo, sft sequence_mean (sequences with >= 1 target token)
   fixed      grpo agg=dr_grpo: B * max_len
 
@@ -26,7 +26,7 @@ from rewardsql_jax import losses
 from rewardsql_jax.models.prm_head import prm_tag_logits
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
-from .batch import GroupedRLBatch, PRMBatch, PreferenceBatch, RLBatch, SFTBatch
+from .batch import GroupedRLBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
 from .logprobs import (sequence_logprobs, sequence_logprobs_and_entropy, shared_prefix_logprobs,
                        summed_logprobs)
 
@@ -122,20 +122,36 @@ def _split(opts):
     return own, {k: v for k, v in opts.items() if k not in ADAPTER_OPTIONS}
 
 
-# ---------------------------------------------------------------- sft
-def _sft(model, ref_model, batch: SFTBatch, loss_fn, opts):
-    own, opts = _split(opts)
+# ---------------------------------------------------------------- sft / rs
+def _next_token_inputs(model, batch, own):
+    """(logits, targets, loss mask) of next-token prediction on a batch with input_ids / attention / loss_mask."""
     logits = model(batch.input_ids, batch.attention_mask)[:, :-1]
     if own.get("temperature", 1.0) != 1.0:
         logits = logits / own["temperature"]
-    targets = batch.input_ids[:, 1:]
-    mask = jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]
+    return logits, batch.input_ids[:, 1:], jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]
+
+
+def _sft_count(mask, reduction):
+    if reduction == "token_mean":
+        return jnp.sum(mask)
+    return jnp.sum((jnp.sum(mask, axis=-1) > 0).astype(jnp.float32))
+
+
+def _sft(model, ref_model, batch: SFTBatch, loss_fn, opts):
+    own, opts = _split(opts)
+    logits, targets, mask = _next_token_inputs(model, batch, own)
     loss, metrics = loss_fn(logits, targets, mask, weights=batch.weights, **opts)
-    if opts.get("reduction", "token_mean") == "token_mean":
-        count = jnp.sum(mask)
-    else:
-        count = jnp.sum((jnp.sum(mask, axis=-1) > 0).astype(jnp.float32))
-    total, count = _rescale(loss, count)
+    total, count = _rescale(loss, _sft_count(mask, opts.get("reduction", "token_mean")))
+    return WeightedLoss(total, count, metrics)
+
+
+def _rs(model, ref_model, batch: RSBatch, loss_fn, opts):
+    """Rejection sampling: the denominator counts the kept candidates' tokens (or sequences) only."""
+    own, opts = _split(opts)
+    logits, targets, mask = _next_token_inputs(model, batch, own)
+    loss, metrics = loss_fn(logits, targets, mask, batch.rewards, **opts)
+    keep = (jnp.asarray(batch.rewards, jnp.float32) > opts.get("threshold", 0.0)).astype(jnp.float32)
+    total, count = _rescale(loss, _sft_count(mask * keep[:, None], opts.get("reduction", "token_mean")))
     return WeightedLoss(total, count, metrics)
 
 
@@ -252,6 +268,7 @@ def _prm(model, ref_model, batch: PRMBatch, loss_fn, opts):
 
 
 register_adapter("sft", LossAdapter(SFTBatch, _sft))
+register_adapter("rs", LossAdapter(RSBatch, _rs))
 register_adapter("grpo", LossAdapter((RLBatch, GroupedRLBatch), _grpo))
 register_adapter("reinforce_pp", LossAdapter((RLBatch, GroupedRLBatch), _reinforce_pp, prepare=_reinforce_pp_prepare))
 register_adapter("dpo", LossAdapter(PreferenceBatch, _dpo))

@@ -78,6 +78,27 @@ class SFTBatch(_Checks):
 
 
 @struct.dataclass
+class RSBatch(_Checks):
+    """Rejection-sampling batch (Reward-SQL Sec. 5.2): all N candidates of the prompts with their rewards [B];
+    the ``rs`` loss keeps the candidates whose reward exceeds its threshold (the batch keeps one shape)."""
+
+    input_ids: Any
+    attention_mask: Any
+    loss_mask: Any
+    rewards: Any
+
+    def validate(self) -> "RSBatch":
+        """Raise ValueError naming the first malformed field; return self."""
+        self._need("input_ids", 2, "[batch, seq] int token ids")
+        self._integer("input_ids")
+        self._match("input_ids", ["attention_mask", "loss_mask"])
+        if _shape(self.rewards) != _shape(self.input_ids)[:1]:
+            raise ValueError(f"RSBatch.rewards must have shape {_shape(self.input_ids)[:1]} (one per candidate), "
+                             f"got {_shape(self.rewards)}.")
+        return self
+
+
+@struct.dataclass
 class RLBatch(_Checks):
     """Policy-gradient batch of prompt + sampled completion rows.
 

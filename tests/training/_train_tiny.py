@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from rewardsql_jax.models import ModelConfig, build_model
-from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
+from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 
@@ -41,6 +41,13 @@ def sft_batch(seed=0, b=8, t=12) -> SFTBatch:
     """Random SFT batch with padding and one row without targets."""
     ids, attn, comp = _ids_mask(np.random.default_rng(seed), b, t)
     return SFTBatch(ids, attn, comp)
+
+
+def rs_batch(seed=0, b=8, t=12) -> RSBatch:
+    """The SFT batch's rows as candidates with rewards in [-1, 2): about half are kept at threshold 0.5."""
+    ids, attn, comp = _ids_mask(np.random.default_rng(seed), b, t)
+    rewards = np.array([1.5, -1.0, 0.7, 0.2, 1.9, 0.6, -0.5, 1.0][:b], np.float32)
+    return RSBatch(ids, attn, comp, rewards)
 
 
 def rl_batch(seed=0, b=8, t=12, *, per_token=True, with_ref=True) -> RLBatch:

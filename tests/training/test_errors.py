@@ -49,7 +49,7 @@ def test_mismatched_batch_shapes_name_the_field():
 def test_train_step_rejects_bad_batches_before_compiling():
     state = tiny_state()
     step = make_train_step(state.graphdef, "grpo", micro_batches=3)
-    with pytest.raises(ValueError, match="trains on RLBatch, got SFTBatch"):
+    with pytest.raises(ValueError, match="trains on RLBatch or GroupedRLBatch, got SFTBatch"):
         step(state, sft_batch())
     with pytest.raises(ValueError, match="batch size 8 is not divisible by micro_batches=3"):
         step(state, rl_batch())

@@ -10,14 +10,16 @@ import pytest
 from flax import nnx
 
 from rewardsql_jax import losses
+from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.logprobs import sequence_logprobs
 from rewardsql_jax.training.step import loss_and_grads, make_train_step, with_compute_dtype
 
-from _train_tiny import preference_batch, prm_batch, rl_batch, sft_batch, tiny_state
+from _train_tiny import preference_batch, prm_batch, rl_batch, rs_batch, sft_batch, tiny_state
 
 TAGS = {"tag_token_ids": (3, 7)}
 CASES = {
     "sft": ("sft", sft_batch, {}),
+    "rs": ("rs", rs_batch, {"threshold": 0.5}),
     "grpo-grpo-kl": ("grpo", rl_batch, {"beta": 0.04, "temperature": 0.8}),
     "grpo-dapo": ("grpo", rl_batch, {"agg": "dapo", "clip_eps_high": 0.28}),
     "grpo-dr_grpo": ("grpo", functools.partial(rl_batch, per_token=False), {"agg": "dr_grpo", "max_len": 16}),
@@ -150,3 +152,16 @@ def test_reference_params_are_frozen_and_used_for_kl():
     assert float(m1["kl"]) > 1e-7  # the policy moved away from the frozen reference
     for a, b in zip(ref_before, jax.tree.leaves(state.ref_params)):
         np.testing.assert_array_equal(np.asarray(b), a)
+
+
+def test_rs_step_is_sft_on_the_kept_candidates():
+    state = tiny_state(num_hidden_layers=1)
+    batch = rs_batch()
+    keep = np.asarray(batch.rewards) > 0.5
+    kept_rows = SFTBatch(*(np.asarray(x)[keep] for x in (batch.input_ids, batch.attention_mask, batch.loss_mask)))
+    loss_rs, g_rs, m = _grads(state, batch, "rs", {"threshold": 0.5}, 1)
+    loss_sft, g_sft, _ = _grads(state, kept_rows, "sft", {}, 1)
+    np.testing.assert_allclose(float(loss_rs), float(loss_sft), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(float(m["kept_fraction"]), keep.mean(), atol=0)
+    for a, b in zip(jax.tree.leaves(g_sft), jax.tree.leaves(g_rs)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-6, rtol=0)
