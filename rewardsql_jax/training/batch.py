@@ -41,6 +41,11 @@ class _Checks:
                     f"{type(self).__name__}.{name} has shape {shape} but {ref} has shape {ref_shape}; "
                     f"pad every field of the batch to the same [batch, seq] shape.")
 
+    def _per_row(self, name: str, what: str):
+        x, rows = getattr(self, name), _shape(self.input_ids)[:1]
+        if x is not None and _shape(x) != rows:
+            raise ValueError(f"{type(self).__name__}.{name} must have shape {rows} ({what}), got {_shape(x)}.")
+
     def _integer(self, name: str):
         x = getattr(self, name)
         dtype = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
@@ -71,9 +76,7 @@ class SFTBatch(_Checks):
         self._need("input_ids", 2, "[batch, seq] int token ids")
         self._integer("input_ids")
         self._match("input_ids", ["attention_mask", "loss_mask"])
-        if self.weights is not None and _shape(self.weights) != _shape(self.input_ids)[:1]:
-            raise ValueError(f"SFTBatch.weights must have shape {_shape(self.input_ids)[:1]} (one per sequence), "
-                             f"got {_shape(self.weights)}.")
+        self._per_row("weights", "one per sequence")
         return self
 
 
@@ -92,9 +95,9 @@ class RSBatch(_Checks):
         self._need("input_ids", 2, "[batch, seq] int token ids")
         self._integer("input_ids")
         self._match("input_ids", ["attention_mask", "loss_mask"])
-        if _shape(self.rewards) != _shape(self.input_ids)[:1]:
-            raise ValueError(f"RSBatch.rewards must have shape {_shape(self.input_ids)[:1]} (one per candidate), "
-                             f"got {_shape(self.rewards)}.")
+        if self.rewards is None:
+            raise ValueError("RSBatch.rewards is missing; give one reward per candidate.")
+        self._per_row("rewards", "one per candidate")
         return self
 
 
