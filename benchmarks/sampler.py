@@ -11,6 +11,7 @@ bandwidth measured here with a numpy copy, plus achieved FLOP/s against a measur
     python benchmarks/sampler.py --single-thread   # torch and XLA each on one thread (fairer on a loaded host)
     python benchmarks/sampler.py --grpo     # + the GRPO rollout shape: the tiny model of benchmarks/grpo_vs_trl.py,
                                             #   4 prompts of ~480 tokens x 8 samples, T=1, 64 new tokens
+    python benchmarks/sampler.py --quick --grpo --grpo-prompts 4 16   # also 16 prompts x 8 samples
 
 The ``--grpo`` row samples (T=1, no top-k/top-p on either side) rather than decoding greedily, so the tokens
 differ between the two (different random streams); both produce exactly ``new_tokens`` tokens per row (no EOS),
@@ -219,6 +220,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=2, help="timed repetitions (best is reported)")
     ap.add_argument("--single-thread", action="store_true", help="one thread for torch and for XLA")
     ap.add_argument("--grpo", action="store_true", help="add the GRPO rollout shape (4 prompts x 8 samples, T=1)")
+    ap.add_argument("--grpo-prompts", type=int, nargs="+", default=[4],
+                    help="prompt counts of the GRPO rows (8 samples each), e.g. --grpo-prompts 4 16")
     args = ap.parse_args()
     if args.single_thread:
         torch.set_num_threads(1)
@@ -232,9 +235,9 @@ def main():
                           repeats=args.repeats))
         print(f"done: {rows[-1][0]}", flush=True)
     rows = [(r, s, args.batch * args.new_tokens) for r, s in rows]
-    if args.grpo:
-        row, shape = bench_grpo(new_tokens=args.new_tokens, repeats=args.repeats)
-        rows.append((row, shape, 32 * args.new_tokens))
+    for prompts in args.grpo_prompts if args.grpo else ():
+        row, shape = bench_grpo(prompts=prompts, new_tokens=args.new_tokens, repeats=args.repeats)
+        rows.append((row, shape, 8 * prompts * args.new_tokens))
         print(f"done: {row.name}", flush=True)
     print("end-to-end = prefill + all decode steps; decode = per-step time from (t[n tokens] - t[1 token]) / (n - 1)")
     print(f"{'model':<18}{'params':>9}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}"

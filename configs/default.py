@@ -20,7 +20,7 @@ CONFIG = RunConfig(
     prm_labels=PRMLabelConfig(num_questions=32, rollouts_per_question=4, completions_per_step=4, search_budget=4,
                               temperature=0.7, max_new_tokens=128),
     prm=PRMConfig(steps=60, batch_size=8, lr=1e-3),
-    rl=RLConfig(algorithm="grpo", steps=8, prompts_per_step=4, samples_per_prompt=4, lr=2e-4, temperature=0.7,
+    rl=RLConfig(algorithm="grpo", steps=24, prompts_per_step=4, samples_per_prompt=4, lr=5e-5, temperature=0.7,
                 max_new_tokens=128),
     inference=InferenceConfig(best_of_n=4, temperature=0.7, aggregation="min", max_new_tokens=128),
 )

@@ -182,13 +182,19 @@ def _online_step(ctx, data, state, step_fn, step, host_fn, scorer, history, bar)
     sr = step_rewards(rl.algorithm, rl.advantage_variant, ro, group_size=rl.samples_per_prompt, scorer=scorer,
                       length=data.length, pad_id=pad,
                       completion_length=rl.max_new_tokens if rl.shared_prefix else None)
+    t_train = time.perf_counter()
     state, m = step_fn(state, sr.batch)
+    jax.block_until_ready(m["loss"])
+    train_seconds = time.perf_counter() - t_train
     rec = {"step": step, "reward": float(sr.rewards.mean()), "or_rate": float(ro.outcomes.rewards.mean()),
            "executable_rate": float(ro.outcomes.executable.mean()), "loss": float(m["loss"]),
            "kl": _scalar(m, "kl"), "clip_ratio": _scalar(m, "clip_ratio/region"),
            "grad_norm": float(m["grad_norm"]), "loss_is_finite": bool(m["loss_is_finite"]),
            "tokens": ro.tokens, "sample_seconds": ro.sample_seconds, "host_wait_seconds": ro.wait_seconds,
-           "step_seconds": time.perf_counter() - t0}
+           "prm_seconds": sr.score_seconds, "train_seconds": train_seconds, "step_seconds": time.perf_counter() - t0}
+    # the device works while sampling, PRM scoring and training; the rest of the step is host-only time
+    rec["device_idle_fraction"] = max(0.0, 1.0 - (ro.sample_seconds + sr.score_seconds + train_seconds)
+                                      / rec["step_seconds"])
     history.append(rec)
     ctx.log({"stage": "rl", **rec})
     bar.set_postfix(reward=f"{rec['reward']:.3f}", OR=f"{rec['or_rate']:.2f}", loss=f"{rec['loss']:.4f}")
@@ -215,4 +221,8 @@ def online_metrics(rl, history: list, *, resumed_from: int, dropped: int) -> dic
             # without the first step of this history, whose sampling time includes the sampler's compilation
             "rollout_tokens_per_s_warm": (sum(h["tokens"] for h in history[1:])
                                           / max(sum(h["sample_seconds"] for h in history[1:]), 1e-9)),
-            "host_wait_seconds": sum(h["host_wait_seconds"] for h in history)}
+            "host_wait_seconds": sum(h["host_wait_seconds"] for h in history),
+            # share of the steps' wall time (after the first, which compiles) with no sampling, PRM scoring or
+            # training running: host decoding, batch assembly and waiting for SQL results
+            "device_idle_fraction": float(np.mean([h["device_idle_fraction"] for h in history[1:]]
+                                                  if len(history) > 1 else [history[0]["device_idle_fraction"]]))}

@@ -14,6 +14,7 @@ optimizer step on the whole rollout batch (``micro_batches`` only splits it for 
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -34,6 +35,7 @@ class StepRewards:
     batch: object
     rewards: np.ndarray
     step_scores: list | None
+    score_seconds: float = 0.0  # PRM scoring (device) time
 
 
 def loss_setup(rl) -> tuple[str, dict]:
@@ -74,9 +76,10 @@ def step_rewards(algorithm: str, variant: str, ro: Rollouts, *, group_size: int,
     """Rewards, advantages and the train batch of one rollout batch (module docstring); ``completion_length``
     set: a shared-prefix ``GroupedRLBatch`` (``train_batch``)."""
     outcomes = ro.outcomes.rewards
-    scores = None
+    scores, t0 = None, time.perf_counter()
     if algorithm in ("grpo", "grpo_deepseekmath"):
         scores = scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+    score_seconds = time.perf_counter() - t0
     kw = dict(group_size=group_size, length=length, pad_id=pad_id, completion_length=completion_length)
     if algorithm == "grpo_outcome":
         batch = train_batch(ro, advantages=outcome_advantages(outcomes, group_size), **kw)
@@ -91,7 +94,7 @@ def step_rewards(algorithm: str, variant: str, ro: Rollouts, *, group_size: int,
     values = process_token_advantages(ro.completions, scores, outcomes, group_size, variant=v)
     batch = train_batch(ro, token_values=values, **kw)
     pr = np.asarray([process_reward(s) for s in scores], np.float32)
-    return StepRewards(batch, pr + outcomes if algorithm == "grpo" else pr, scores)
+    return StepRewards(batch, pr + outcomes if algorithm == "grpo" else pr, scores, score_seconds)
 
 
 def pick_questions(n: int, k: int, seed: int, step: int) -> np.ndarray:

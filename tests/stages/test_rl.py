@@ -67,6 +67,7 @@ def _sane_online(m, steps):
     assert all(0.0 <= r <= 1.0 for _, r in m["or_rate_curve"]) and 0.0 <= m["or_rate_last"] <= 1.0
     assert np.isfinite(m["final_loss"]) and m["nonfinite_steps"] == 0
     assert m["rollout_tokens"] > 0 and m["rollout_tokens_per_s"] > 0 and m["seconds"] > 0
+    assert 0.0 <= m["device_idle_fraction"] < 1.0
 
 
 def test_reinforce_pp_trains_and_a_stopped_run_resumes_to_the_same_params(base, tmp_path, monkeypatch):
