@@ -102,11 +102,18 @@ def checkpoint_every(ctx: RunContext) -> int:
     return ctx.config.rl.checkpoint_every
 
 
-def announce_resume(ctx: RunContext, ckpt: RLCheckpoints, start: int) -> None:
-    """Say (stdout and ``log.jsonl``) that the stage continues from a checkpoint; ``metrics.json`` records
-    the same step as ``resumed_from_step``."""
+def resume(ctx: RunContext, out, state):
+    """``(checkpoints, state, start step, history)``: the stage's newest Orbax checkpoint restored into ``state``
+    when there is one, said on stdout and in ``log.jsonl`` (``metrics.json`` records it as ``resumed_from_step``);
+    else ``state`` from step 0."""
+    ckpt = RLCheckpoints(out)
+    restored = ckpt.restore(state)
+    if restored is None:
+        return ckpt, state, 0, []
+    state, start, history = restored
     print(f"[rl] resumed from step {start}/{ctx.config.rl.steps} (checkpoint in {ckpt.ck.directory})", flush=True)
     ctx.log({"stage": "rl", "resumed_at_step": start})
+    return ckpt, state, start, history
 
 
 def _scalar(metrics, name):
@@ -134,12 +141,7 @@ def _run_online(ctx: RunContext) -> dict:
     state = new_state(ctx)
     loss_name, options = loss_setup(rl)
     step_fn = train_step(ctx, state, loss_name, options)
-    ckpt = RLCheckpoints(out)
-    start, history = 0, []
-    restored = ckpt.restore(state)
-    if restored is not None:
-        state, start, history = restored
-        announce_resume(ctx, ckpt, start)
+    ckpt, state, start, history = resume(ctx, out, state)
     clauses = rl.algorithm == "reinforce_pp"
     host_fn = lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=clauses)  # noqa: E731
     limit, every, ran = stop_after(ctx), checkpoint_every(ctx), 0

@@ -29,10 +29,9 @@ from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 from .context import RunContext
 from .encoding import batch_indices
 from .policy import save_model
-from .rl import (announce_resume, checkpoint_every, checkpoint_or_stop, load_prm_scorer, new_state, rl_data,
-                 stop_after, train_step)
+from .rl import (checkpoint_every, checkpoint_or_stop, load_prm_scorer, new_state, resume, rl_data, stop_after,
+                 train_step)
 from .rl_batches import preference_batch, sft_batch
-from .rl_checkpoint import RLCheckpoints
 from .rl_online import sampler_prompts
 from .rl_rollouts import sample_rollouts, score_rows
 
@@ -111,12 +110,7 @@ def run_offline(ctx: RunContext) -> dict:
         return ctx.finish("rl", {**base, "steps": 0, "seconds": time.perf_counter() - t0,
                                  "warning": "nothing to train on (no pair with R_w > R_l / no candidate above "
                                             "rl.rs_threshold): rl/policy is the SFT policy"})
-    ckpt = RLCheckpoints(out)
-    start, history = 0, []
-    restored = ckpt.restore(state)
-    if restored is not None:
-        state, start, history = restored
-        announce_resume(ctx, ckpt, start)
+    ckpt, state, start, history = resume(ctx, out, state)
     limit, every, ran = stop_after(ctx), checkpoint_every(ctx), 0
     batches = batch_indices(len(items), rl.prompts_per_step, rl.steps - start, cfg.seed, start_step=start)
     try:
