@@ -111,6 +111,8 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     before slots: the batched matmuls then read them in place) and prefix_mask ``[P, W]`` are the prompts,
     which every query sees in full. One softmax over W + S keys: the same result as ``attention`` over each
     row's ``prompt + own`` cache, while a prompt's cache is read once per prompt instead of once per row.
+    (The own slots stay ``[B, S, Hkv, D]``: XLA transposes that small cache for its matmuls, which on CPU is
+    cheaper than a multiply-and-reduce over it.)
     """
     b, t, h, d = q.shape
     p, hkv, w, _ = prefix_k.shape
@@ -121,16 +123,16 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     s_prefix = jnp.einsum("pkqd,pkwd->pkqw", qp, prefix_k.astype(q.dtype), preferred_element_type=jnp.float32) * scale
     s_prefix = jnp.where(prefix_mask[:, None, None, :].astype(bool), s_prefix, jnp.finfo(jnp.float32).min)
     s_prefix = s_prefix.reshape(p, hkv, g, t, groups, w).transpose(0, 2, 3, 5, 1, 4).reshape(b, t, w, hkv, groups)
-    # own slots (few: the generated tokens) as multiply-and-reduce in their stored [B, S, Hkv, D] layout
+    # own slots: the generated tokens
     q5 = q.astype(jnp.float32).reshape(b, t, hkv, groups, d)
-    s_own = jnp.sum(q5[:, :, None] * k[:, None, :, :, None, :].astype(jnp.float32), axis=-1) * scale
+    s_own = jnp.einsum("btkgd,bskd->btskg", q5, k.astype(jnp.float32)) * scale
     s_own = jnp.where(mask[:, :, :, None, None], s_own, jnp.finfo(jnp.float32).min)  # [B, T, S, Hkv, groups]
     probs = jax.nn.softmax(jnp.concatenate([s_prefix, s_own], axis=2), axis=2)
     p_prefix, p_own = probs[:, :, :w], probs[:, :, w:]
     p_prefix = p_prefix.reshape(p, g, t, w, hkv, groups).transpose(0, 4, 1, 2, 5, 3).reshape(p, hkv, g * t * groups, w)
     out = jnp.einsum("pkqw,pkwd->pkqd", p_prefix, prefix_v.astype(jnp.float32))
     out = out.reshape(p, hkv, g, t, groups, d).transpose(0, 2, 3, 1, 4, 5).reshape(b, t, hkv, groups, d)
-    out = out + jnp.sum(p_own[..., None] * v[:, None, :, :, None, :].astype(jnp.float32), axis=2)
+    out = out + jnp.einsum("btskg,bskd->btkgd", p_own, v.astype(jnp.float32))
     return out.reshape(b, t, h, d).astype(v.dtype)
 
 
