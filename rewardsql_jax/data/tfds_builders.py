@@ -26,6 +26,7 @@ no column descriptions); `rewardsql_bird/descriptions` adds BIRD's database_desc
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -103,8 +104,9 @@ class _TextToSqlBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True)
     def _generate_examples(self, benchmark: Benchmark):
         yield from _records(benchmark, self.builder_config)
 
+    @abc.abstractmethod
     def _benchmarks(self, manual_dir: Path) -> dict[str, Benchmark]:
-        raise NotImplementedError
+        """{split name: Benchmark} of the question files present under ``manual_dir`` (each builder's loader)."""
 
     def _split_generators(self, dl_manager):
         manual_dir = Path(dl_manager.manual_dir)
