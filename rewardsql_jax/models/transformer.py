@@ -90,6 +90,33 @@ def attention(q, k, v, mask):
     return out.reshape(b, t, h, d)
 
 
+def causal_attention_in_query_chunks(q, k, v, key_mask, *, chunk: int = 128):
+    """Causal self-attention over a fresh sequence (a prefill): query i sees key j iff j <= i and ``key_mask``.
+
+    Computed one query chunk at a time: chunk c reads only the keys up to its last query, so the masked upper
+    triangle is never computed (10/16 of the dense work for 4 chunks), and each chunk's softmax is normalised
+    after the PV matmul (a ``[.., chunk, D]`` divide instead of ``[.., chunk, S]``). The same values as
+    ``attention`` with the causal & key-padding mask. q ``[B, T, H, D]``, k/v ``[B, T, Hkv, D]``,
+    key_mask ``[B, T]``.
+    """
+    b, t, h, d = q.shape
+    hkv = k.shape[2]
+    q = q.reshape(b, t, hkv, h // hkv, d)
+    scale = 1.0 / jnp.sqrt(jnp.float32(d))
+    key_mask = key_mask.astype(bool)
+    outs = []
+    for start in range(0, t, chunk):
+        end = min(start + chunk, t)
+        scores = jnp.einsum("btkgd,bskd->bkgts", q[:, start:end], k[:, :end], preferred_element_type=jnp.float32)
+        visible = (jnp.arange(end)[None, :] <= jnp.arange(start, end)[:, None])[None] & key_mask[:, None, :end]
+        scores = jnp.where(visible[:, None, None], scores * scale, jnp.finfo(jnp.float32).min)
+        e = jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True))
+        denom = jnp.sum(e, axis=-1).transpose(0, 3, 1, 2)[..., None]  # [B, chunk, Hkv, groups, 1]
+        out = jnp.einsum("bkgts,bskd->btkgd", e.astype(v.dtype), v[:, :end], preferred_element_type=jnp.float32)
+        outs.append((out / denom).astype(v.dtype))
+    return jnp.concatenate(outs, axis=1).reshape(b, t, h, d)
+
+
 def _single_query_attention(q, k, v, mask):
     """One query per row (a decode step) as multiply-and-reduce over the cache in its stored ``[B, S, Hkv, D]``
     layout: a dot_general here makes XLA transpose (copy) the whole cache of every layer at every step.
@@ -106,54 +133,65 @@ def _single_query_attention(q, k, v, mask):
 def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     """Attention of rows that share prompts, the prompts' keys/values stored once (shared-prefix decoding).
 
-    Rows are prompt-major: ``B = P * G`` rows, G per prompt. q ``[B, T, H, D]``; k/v ``[B, S, Hkv, D]`` and
-    mask ``[B, T, S]`` are each row's own (generated) slots; prefix_k/prefix_v ``[P, Hkv, W, D]`` (heads
-    before slots: the batched matmuls then read them in place) and prefix_mask ``[P, W]`` are the prompts,
-    which every query sees in full. One softmax over W + S keys: the same result as ``attention`` over each
-    row's ``prompt + own`` cache, while a prompt's cache is read once per prompt instead of once per row.
-    (The own slots stay ``[B, S, Hkv, D]``: XLA transposes that small cache for its matmuls, which on CPU is
-    cheaper than a multiply-and-reduce over it.)
+    Rows are prompt-major: ``B = P * G`` rows, G per prompt. q ``[B, T, H, D]``; k/v ``[B, Hkv, S, D]`` and
+    mask ``[B, T, S]`` are each row's own (generated) slots; prefix_k/prefix_v ``[P, Hkv, W, D]`` and
+    prefix_mask ``[P, W]`` are the prompts, which every query sees in full. Both caches are heads-first, so
+    every matmul reads them in place. The result equals ``attention`` over each row's ``prompt + own``
+    cache (one softmax over W + S keys), computed as two blocks that share the row maximum and the
+    denominator (the two-block form of the online softmax, FlashAttention-2 Alg. 1): a prompt's cache is
+    read once per prompt instead of once per row, and no ``[B, T, W + S]`` score tensor is concatenated or
+    transposed.
     """
     b, t, h, d = q.shape
     p, hkv, w, _ = prefix_k.shape
     g, groups = b // p, h // hkv
     scale = 1.0 / jnp.sqrt(jnp.float32(d))
-    # [P, Hkv, G * T * groups, D]: every query of a prompt's rows against that prompt's keys in one matmul
-    qp = q.reshape(p, g, t, hkv, groups, d).transpose(0, 3, 1, 2, 4, 5).reshape(p, hkv, g * t * groups, d)
-    s_prefix = jnp.einsum("pkqd,pkwd->pkqw", qp, prefix_k.astype(q.dtype), preferred_element_type=jnp.float32) * scale
-    s_prefix = jnp.where(prefix_mask[:, None, None, :].astype(bool), s_prefix, jnp.finfo(jnp.float32).min)
-    s_prefix = s_prefix.reshape(p, hkv, g, t, groups, w).transpose(0, 2, 3, 5, 1, 4).reshape(b, t, w, hkv, groups)
-    # own slots: the generated tokens
-    q5 = q.astype(jnp.float32).reshape(b, t, hkv, groups, d)
-    s_own = jnp.einsum("btkgd,bskd->btskg", q5, k.astype(jnp.float32)) * scale
-    s_own = jnp.where(mask[:, :, :, None, None], s_own, jnp.finfo(jnp.float32).min)  # [B, T, S, Hkv, groups]
-    probs = jax.nn.softmax(jnp.concatenate([s_prefix, s_own], axis=2), axis=2)
-    p_prefix, p_own = probs[:, :, :w], probs[:, :, w:]
-    p_prefix = p_prefix.reshape(p, g, t, w, hkv, groups).transpose(0, 4, 1, 2, 5, 3).reshape(p, hkv, g * t * groups, w)
-    out = jnp.einsum("pkqw,pkwd->pkqd", p_prefix, prefix_v.astype(jnp.float32))
-    out = out.reshape(p, hkv, g, t, groups, d).transpose(0, 2, 3, 1, 4, 5).reshape(b, t, hkv, groups, d)
-    out = out + jnp.einsum("btskg,bskd->btkgd", p_own, v.astype(jnp.float32))
-    return out.reshape(b, t, h, d).astype(v.dtype)
+    neg = jnp.finfo(jnp.float32).min
+    q = q.astype(jnp.float32).reshape(b, t, hkv, groups, d)
+    # prompt block [P, Hkv, R, W], R = G * T * groups: every query of a prompt's rows in one matmul
+    rows_per_prompt = lambda x: x.reshape(p, g, *x.shape[1:])  # noqa: E731  [B, ...] -> [P, G, ...]
+    qp = rows_per_prompt(q).transpose(0, 3, 1, 2, 4, 5).reshape(p, hkv, g * t * groups, d)
+    s_prefix = jnp.einsum("pkqd,pkwd->pkqw", qp, prefix_k.astype(jnp.float32)) * scale
+    s_prefix = jnp.where(prefix_mask[:, None, None, :].astype(bool), s_prefix, neg)
+    # own block [B, Hkv, T, groups, S]
+    s_own = jnp.einsum("btkgd,bksd->bktgs", q, k.astype(jnp.float32)) * scale
+    s_own = jnp.where(mask[:, None, :, None, :], s_own, neg)
+    # the two blocks' per-query statistics in the row layout [B, Hkv, T, groups]
+    to_rows = lambda x: x.reshape(p, hkv, g, t, groups, *x.shape[3:]).swapaxes(1, 2).reshape(  # noqa: E731
+        b, hkv, t, groups, *x.shape[3:])
+    to_prompts = lambda x: x.reshape(p, g, hkv, t, groups).swapaxes(1, 2).reshape(p, hkv, g * t * groups)  # noqa: E731
+    m = jnp.maximum(to_rows(jnp.max(s_prefix, axis=-1)), jnp.max(s_own, axis=-1))
+    e_prefix = jnp.exp(s_prefix - to_prompts(m)[..., None])
+    e_own = jnp.exp(s_own - m[..., None])
+    denom = to_rows(jnp.sum(e_prefix, axis=-1)) + jnp.sum(e_own, axis=-1)
+    out = to_rows(jnp.einsum("pkqw,pkwd->pkqd", e_prefix, prefix_v.astype(jnp.float32)))
+    out = out + jnp.einsum("bktgs,bksd->bktgd", e_own, v.astype(jnp.float32))
+    out = out / denom[..., None]  # [B, Hkv, T, groups, D]
+    return out.transpose(0, 2, 1, 3, 4).reshape(b, t, h, d).astype(v.dtype)
 
 
 @struct.dataclass
 class KVCache:
-    """Per-layer key/value buffers ``[B, S_max, Hkv, D]``; a pytree meant to be donated to the decode step."""
+    """Per-layer key/value buffers ``[B, S_max, Hkv, D]`` (``[B, Hkv, S_max, D]`` when ``heads_first``: the
+    sampler's layout, read in place by ``prefix_attention``); a pytree meant to be donated to the decode step."""
 
     k: tuple
     v: tuple
+    heads_first: bool = struct.field(pytree_node=False, default=False)
 
     @property
     def max_len(self) -> int:
-        return self.k[0].shape[1]
+        return self.k[0].shape[2 if self.heads_first else 1]
 
 
-def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCache:
+def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None, *, heads_first: bool = False) -> KVCache:
     """Zero KV cache for ``batch`` sequences of up to ``max_len`` slots."""
     dtype = dtype or cfg.compute_dtype
-    shape = (batch, max_len, cfg.num_key_value_heads, cfg.head_dim)
+    hkv, hd = cfg.num_key_value_heads, cfg.head_dim
+    shape = (batch, hkv, max_len, hd) if heads_first else (batch, max_len, hkv, hd)
     zeros = tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers))
-    return KVCache(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers)))
+    return KVCache(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers)),
+                   heads_first=heads_first)
 
 
 def _kernel_attention(impl: str, key_mask):
@@ -183,7 +221,7 @@ class Attention(nnx.Module):
         self.o_proj = Linear(h * hd, d, bias=o_bias, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs)
         self.cfg = cfg
 
-    def __call__(self, x, cos, sin, mask, kv=None, write_index=None, attn_fn=None):
+    def __call__(self, x, cos, sin, mask, kv=None, write_index=None, attn_fn=None, heads_first=False):
         cfg = self.cfg
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, cfg.num_attention_heads, cfg.head_dim)
@@ -192,9 +230,15 @@ class Attention(nnx.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if kv is not None:
             ck, cv = kv
-            k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (0, write_index, 0, 0))
-            v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (0, write_index, 0, 0))
+            if heads_first:  # [B, T, Hkv, D] -> [B, Hkv, T, D], written at slot axis 2
+                k, v, start = k.swapaxes(1, 2), v.swapaxes(1, 2), (0, 0, write_index, 0)
+            else:
+                start = (0, write_index, 0, 0)
+            k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), start)
+            v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), start)
             kv = (k, v)
+            if heads_first and attn_fn is None:
+                k, v = k.swapaxes(1, 2), v.swapaxes(1, 2)
         out = (attn_fn or attention)(q, k.astype(q.dtype), v.astype(q.dtype), mask)
         return self.o_proj(out.reshape(b, t, -1)), kv
 
@@ -219,8 +263,8 @@ class DecoderLayer(nnx.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
         self.mlp = MLP(cfg, rngs)
 
-    def __call__(self, x, cos, sin, mask, kv=None, write_index=None, attn_fn=None):
-        h, kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, write_index, attn_fn)
+    def __call__(self, x, cos, sin, mask, kv=None, write_index=None, attn_fn=None, heads_first=False):
+        h, kv = self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, write_index, attn_fn, heads_first)
         x = x + h
         return x + self.mlp(self.post_attention_layernorm(x)), kv
 
@@ -307,13 +351,20 @@ class CausalLM(nnx.Module):
         cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
         x = self._embed(input_ids)
         new_k, new_v = [], []
+        fresh_prefill = (prefix is None and isinstance(write_index, int) and write_index == 0 and t == cache.max_len
+                         and not cache.heads_first)
         for i, (layer, ck, cv) in enumerate(zip(self.layers, cache.k, cache.v)):
-            attn_fn = None if prefix is None else functools.partial(
-                prefix_attention, prefix_k=prefix[0].k[i], prefix_v=prefix[0].v[i], prefix_mask=prefix[1])
-            x, (k, v) = layer(x, cos, sin, mask, (ck, cv), write_index, attn_fn)
+            if prefix is not None:
+                attn_fn = functools.partial(prefix_attention, prefix_k=prefix[0].k[i], prefix_v=prefix[0].v[i],
+                                            prefix_mask=prefix[1])
+            elif fresh_prefill:  # the whole cache is this chunk: causal attention, upper triangle skipped
+                attn_fn = lambda q, k, v, mask: causal_attention_in_query_chunks(q, k, v, key_mask)  # noqa: E731
+            else:
+                attn_fn = None
+            x, (k, v) = layer(x, cos, sin, mask, (ck, cv), write_index, attn_fn, cache.heads_first)
             new_k.append(k)
             new_v.append(v)
-        return self.norm(x), KVCache(k=tuple(new_k), v=tuple(new_v))
+        return self.norm(x), KVCache(k=tuple(new_k), v=tuple(new_v), heads_first=cache.heads_first)
 
 
 def count_params(model: nnx.Module) -> int:

@@ -52,7 +52,7 @@ class DecodeState:
 
     prompt_cache: KVCache  # [N, Hkv, W, D] per layer
     prompt_mask: jax.Array  # [N, W] real prompt slots (left padding is False)
-    cache: KVCache
+    cache: KVCache  # [B, Hkv, gen_capacity, D] per layer
     lengths: jax.Array  # [B] prompt lengths; token i sits at position lengths + i
     tokens: jax.Array
     logprobs: jax.Array
@@ -83,9 +83,10 @@ def _prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_i
         rep = functools.partial(jnp.repeat, repeats=opts.num_samples, axis=0)
         logits, lengths = rep(logits), rep(lengths)
     b = logits.shape[0]
-    cache = init_cache(model.config, b, opts.gen_capacity)
+    cache = init_cache(model.config, b, opts.gen_capacity, heads_first=True)
     heads_first = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731  [N, W, Hkv, D] -> [N, Hkv, W, D] (prefix_attention)
-    prompt_cache = KVCache(k=tuple(map(heads_first, prompt_cache.k)), v=tuple(map(heads_first, prompt_cache.v)))
+    prompt_cache = KVCache(k=tuple(map(heads_first, prompt_cache.k)), v=tuple(map(heads_first, prompt_cache.v)),
+                           heads_first=True)
     key, sub = jax.random.split(key)
     tok, logp = _draw(sub, logits, temperature, top_p, opts)
     tokens = jnp.full((b, opts.gen_capacity), pad_id, jnp.int32).at[:, 0].set(tok)

@@ -1,10 +1,11 @@
-"""Shared-prefix decode attention and the one-query path equal plain attention over each row's full cache."""
+"""The sampler's attention paths equal plain attention: shared-prefix decode attention and the one-query path over
+each row's full cache, and the prefill's query-chunked causal attention."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rewardsql_jax.models.transformer import attention, prefix_attention
+from rewardsql_jax.models.transformer import attention, causal_attention_in_query_chunks, prefix_attention
 
 
 def _einsum_attention(q, k, v, mask):
@@ -38,9 +39,32 @@ def test_prefix_attention_equals_attention_over_prompt_plus_own_cache(t, h, hkv)
     k, v = (jnp.asarray(rng.normal(size=(b, s, hkv, d)), jnp.float32) for _ in range(2))
     prefix_mask = jnp.asarray(np.arange(w)[None, :] >= np.array([[2], [0]]))  # left padding of 2 and 0
     own = jnp.asarray(np.arange(s)[None, None, :] <= np.arange(t)[None, :, None] + 1).repeat(b, axis=0)
-    got = prefix_attention(q, k, v, own, prefix_k=pk.transpose(0, 2, 1, 3), prefix_v=pv.transpose(0, 2, 1, 3),
+    got = prefix_attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), own, prefix_k=pk.transpose(0, 2, 1, 3), prefix_v=pv.transpose(0, 2, 1, 3),
                            prefix_mask=prefix_mask)
     full_k = jnp.concatenate([jnp.repeat(pk, g, axis=0), k], axis=1)
     full_v = jnp.concatenate([jnp.repeat(pv, g, axis=0), v], axis=1)
     full_mask = jnp.concatenate([jnp.repeat(prefix_mask, g, axis=0)[:, None, :].repeat(t, axis=1), own], axis=2)
     np.testing.assert_allclose(got, _einsum_attention(q, full_k, full_v, full_mask), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("t,chunk", [(13, 4), (16, 16), (9, 64)])
+@pytest.mark.parametrize("h,hkv", [(4, 2), (3, 1)])
+def test_causal_attention_in_query_chunks_equals_masked_attention(t, chunk, h, hkv):
+    rng = np.random.default_rng(2)
+    b, d = 3, 8
+    q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)
+    k, v = (jnp.asarray(rng.normal(size=(b, t, hkv, d)), jnp.float32) for _ in range(2))
+    key_mask = jnp.asarray(np.arange(t)[None, :] >= np.array([[0], [3], [t - 1]]))  # left padding 0, 3, t - 1
+    mask = jnp.tril(jnp.ones((t, t), bool))[None] & key_mask[:, None, :]
+    real = np.asarray(key_mask)  # padded query rows are not compared (both give a harmless average there)
+    got = causal_attention_in_query_chunks(q, k, v, key_mask, chunk=chunk)
+    np.testing.assert_allclose(np.asarray(got)[real], np.asarray(attention(q, k, v, mask))[real], atol=1e-5, rtol=0)
+
+    def loss(fn, q, k, v):
+        return jnp.sum(jnp.where(key_mask[:, :, None, None], fn(q, k, v), 0.0) ** 2)
+
+    grads = jax.grad(lambda *a: loss(lambda q, k, v: causal_attention_in_query_chunks(q, k, v, key_mask, chunk=chunk),
+                                     *a), argnums=(0, 1, 2))(q, k, v)
+    want = jax.grad(lambda *a: loss(lambda q, k, v: attention(q, k, v, mask), *a), argnums=(0, 1, 2))(q, k, v)
+    for g_got, g_want in zip(grads, want):
+        np.testing.assert_allclose(g_got, g_want, atol=1e-4, rtol=0)
