@@ -16,6 +16,10 @@ iteration of the same size; it is timed from ``on_step_begin`` to ``on_step_end`
 checkpointing is turned off (our step does not recompute activations either). Warm-up iterations
 (our jit compiles, torch allocator) are excluded and our compile time is reported separately.
 
+The same run then times the rollout generation alone on the same model and batch (fixed length, no EOS, so both
+sides do equal work): ``transformers`` ``generate`` -- what TRL samples with when vLLM is off -- against our
+sampler, so the two headline ratios (iteration vs TRL, sampler vs ``generate``) come from one run.
+
     python benchmarks/grpo_vs_trl.py            # 4 prompts x 8 samples, 64 new tokens, 3 timed iterations
     python benchmarks/grpo_vs_trl.py --quick    # 2 timed iterations, 32 new tokens
 """
@@ -200,6 +204,47 @@ def run_trl(tok, model_dir: Path, texts, dbs, golds, setup: Setup, out_dir: Path
                   float(np.mean(rewards_seen)) if rewards_seen else float("nan"))
 
 
+def run_sampler_pair(tok, model_dir: Path, texts, setup: Setup) -> tuple[float, float]:
+    """Median wall seconds of generating this iteration's rollouts alone: ``prompts x group`` rows of exactly
+    ``new_tokens`` tokens (no EOS on either side, so the work is equal), T = ``setup.temperature``, with
+    ``transformers`` ``generate`` (TRL's generation path without vLLM) and with ``sampling.generate``.
+    Returns ``(hf_s, ours_s)``; each side warms up once, then ``setup.iterations`` timed calls."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    width, pad = max(map(len, prompt_ids)), tok.pad_token_id
+    ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(prompt_ids):  # left padding, as for any decoder-only generate
+        ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
+    hf_model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    ours_model = from_pretrained(str(model_dir))
+    n = setup.new_tokens
+
+    def hf(seed):
+        torch.manual_seed(seed)
+        with torch.inference_mode():
+            return hf_model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=n, min_new_tokens=n,
+                                     do_sample=True, temperature=setup.temperature, top_k=0, top_p=1.0,
+                                     num_return_sequences=setup.group, pad_token_id=pad, eos_token_id=None)
+
+    def ours(seed):
+        return generate(ours_model, prompt_ids, max_new_tokens=n, temperature=setup.temperature,
+                        num_samples=setup.group, pad_id=pad, seed=seed)
+
+    medians = []
+    for fn in (hf, ours):
+        fn(0)  # warm-up: our jit compile, torch's allocator
+        times = []
+        for it in range(setup.iterations):
+            t0 = time.perf_counter()
+            fn(it + 1)
+            times.append(time.perf_counter() - t0)
+        medians.append(statistics.median(times))
+    return medians[0], medians[1]
+
+
 def machine() -> str:
     import torch
     import trl
@@ -231,6 +276,7 @@ def main(argv=None) -> int:
         n_prompt = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
         ours = run_ours(tok, model_dir, texts, dbs, golds, setup)
         trl_t = run_trl(tok, model_dir, texts, dbs, golds, setup, root / "trl")
+        hf_gen_s, ours_gen_s = run_sampler_pair(tok, model_dir, texts, setup)
     n_params = count_params(build_model(cfg))
     print(f"GRPO iteration (generate + execute SQL + reward + update), CPU: {machine()}")
     print(f"model: Qwen2 {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, vocab {cfg.vocab_size} "
@@ -247,6 +293,11 @@ def main(argv=None) -> int:
     print(f"speed-up TRL / ours: wall {trl_t.median_s / ours.median_s:.2f}x, CPU {trl_t.median_cpu_s / ours.median_cpu_s:.2f}x "
           f"(goal >= 2x); our warm-up includes the jit compiles of sampler and train step; CPU = this process's "
           f"threads (robust to other load on the host), SQL pool workers excluded on both sides")
+    rows = setup.prompts * setup.group
+    print(f"sampler alone, same model and rollout batch ({rows} rows x exactly {setup.new_tokens} tokens, no EOS): "
+          f"transformers generate {hf_gen_s:.3f} s ({rows * setup.new_tokens / hf_gen_s:.0f} tok/s), ours "
+          f"{ours_gen_s:.3f} s ({rows * setup.new_tokens / ours_gen_s:.0f} tok/s): {hf_gen_s / ours_gen_s:.2f}x "
+          f"(goal >= 3x)")
     return 0
 
 
