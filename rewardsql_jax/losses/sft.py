@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..ops import first_argmax
 from .registry import register
 from .shapes import check_choice, check_rank, check_same_shape
 
@@ -48,7 +49,7 @@ def sft(logits, targets, mask, *, reduction: str = "token_mean", weights=None):
         per_seq = jnp.sum(w_nll * m, axis=-1) / jnp.maximum(jnp.sum(m, axis=-1), 1.0)
         has_tokens = (jnp.sum(m, axis=-1) > 0).astype(jnp.float32)
         loss = jnp.sum(per_seq * has_tokens) / jnp.maximum(jnp.sum(has_tokens), 1.0)
-    correct = (jnp.argmax(logits, axis=-1) == jnp.asarray(targets)).astype(jnp.float32)
+    correct = (first_argmax(logits) == jnp.asarray(targets)).astype(jnp.float32)
     metrics = {
         "token_accuracy": jnp.sum(correct * m) / jnp.maximum(jnp.sum(m), 1.0),
         "num_tokens": jnp.sum(m),

@@ -9,6 +9,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..ops import first_argmax
+
 NEG_INF = -jnp.inf
 
 
@@ -57,14 +59,6 @@ def filter_logits(logits, *, top_k: int, top_p, use_top_p: bool):
     keep = _nucleus_keep_sorted(vals, top_p)
     cutoff = jnp.min(jnp.where(keep, vals, jnp.inf), axis=-1, keepdims=True)
     return jnp.where(logits < cutoff, NEG_INF, logits)
-
-
-def first_argmax(x):
-    """``jnp.argmax(x, axis=-1)`` (first index of the maximum) as two plain reductions: XLA's CPU backend runs
-    argmax's fused (value, index) reduction several times slower, and the sampler calls it every step."""
-    v = x.shape[-1]
-    hit = x == jnp.max(x, axis=-1, keepdims=True)
-    return jnp.minimum(jnp.min(jnp.where(hit, jnp.arange(v, dtype=jnp.int32), v), axis=-1), v - 1)
 
 
 def token_logprobs(logits, tokens, temperature):

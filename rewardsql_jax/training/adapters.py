@@ -125,7 +125,9 @@ def _split(opts):
 # ---------------------------------------------------------------- sft / rs
 def _next_token_inputs(model, batch, own):
     """(logits, targets, loss mask) of next-token prediction on a batch with input_ids / attention / loss_mask."""
-    logits = model(batch.input_ids, batch.attention_mask)[:, :-1]
+    # the last position predicts nothing: drop it before the vocab projection, not after (its [B, V] slice's
+    # gradient would be padded back into a full [B, T, V] array)
+    logits = model.logits_from_hidden(model.hidden_states(batch.input_ids, batch.attention_mask)[:, :-1])
     if own.get("temperature", 1.0) != 1.0:
         logits = logits / own["temperature"]
     return logits, batch.input_ids[:, 1:], jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]

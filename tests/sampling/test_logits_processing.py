@@ -108,17 +108,3 @@ def test_greedy_takes_argmax_with_raw_log_softmax():
     np.testing.assert_array_equal(np.asarray(tok), x.argmax(-1))
     ref = np.asarray(jax.nn.log_softmax(jnp.asarray(x)))[np.arange(len(x)), x.argmax(-1)]
     np.testing.assert_allclose(np.asarray(logp), ref, atol=1e-6)
-
-
-def test_first_argmax_equals_jnp_argmax_with_ties_and_inf():
-    import jax.numpy as jnp
-    import numpy as np
-
-    from rewardsql_jax.sampling.logits_processing import first_argmax
-
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 5, (64, 37)).astype(np.float32)  # many ties: the first maximum wins
-    x[3] = -np.inf
-    x[3, 20] = 1.0
-    x[5, :] = -np.inf  # all -inf: index 0, as jnp.argmax
-    np.testing.assert_array_equal(np.asarray(first_argmax(jnp.asarray(x))), np.asarray(jnp.argmax(jnp.asarray(x), -1)))
