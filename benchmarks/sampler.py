@@ -104,8 +104,8 @@ def bench(name, shape, *, batch, prompt_len, new_tokens, repeats):
 
     cache = prompt_len + new_tokens  # one cache length: the 1-token and n-token runs share a compile
     ours = lambda n: generate(jm, prompts.tolist(), max_new_tokens=n, max_cache_len=cache)  # noqa: E731
-    t = _time_both(hf_run, ours, new_tokens, repeats)
-    match = float(np.mean(np.asarray(t.ours_out.tokens) == t.hf_out))
+    t = _time_both(None if NO_HF else hf_run, ours, new_tokens, repeats)
+    match = float("nan") if NO_HF else float(np.mean(np.asarray(t.ours_out.tokens) == t.hf_out))
     return t.row(name, n_params, match), shape
 
 
@@ -128,10 +128,14 @@ class _Times:
 
 def _time_both(hf_run, ours, new_tokens, repeats) -> _Times:
     """HF (after a warm-up) then ours (after a compiling call): n-token and 1-token runs, best of ``repeats``."""
-    hf_run(2)  # warm-up (allocator, kernels)
     cpu = []
-    hf_s, hf_out = timed(lambda: hf_run(new_tokens), repeats, cpu)
-    hf_prefill_s, _ = timed(lambda: hf_run(1), repeats, cpu)
+    if hf_run is None:  # --no-hf (an accelerator host: our side only)
+        hf_s, hf_out, hf_prefill_s = float("nan"), None, float("nan")
+        cpu += [float("nan")] * 2
+    else:
+        hf_run(2)  # warm-up (allocator, kernels)
+        hf_s, hf_out = timed(lambda: hf_run(new_tokens), repeats, cpu)
+        hf_prefill_s, _ = timed(lambda: hf_run(1), repeats, cpu)
     t0 = time.perf_counter()
     ours(new_tokens)
     first = time.perf_counter() - t0
@@ -141,6 +145,7 @@ def _time_both(hf_run, ours, new_tokens, repeats) -> _Times:
                   (ours_s - prefill_s) / (new_tokens - 1), tuple(cpu))
 
 
+NO_HF = False  # --no-hf
 GRPO_TINY = dict(vocab_size=1024, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, tie_word_embeddings=True)
 
@@ -169,7 +174,7 @@ def bench_grpo(*, prompts=4, samples=8, new_tokens=64, repeats=2):
     cache = width + new_tokens
     ours = lambda n: generate(jm, prompt_lists, max_new_tokens=n, temperature=1.0, num_samples=samples,  # noqa: E731
                               max_cache_len=cache, seed=n)
-    t = _time_both(hf_run, ours, new_tokens, repeats)
+    t = _time_both(None if NO_HF else hf_run, ours, new_tokens, repeats)
     assert all(len(x) == new_tokens for x in t.ours_out.tokens)
     return t.row(f"grpo-tiny {prompts}x{samples}", sum(p.numel() for p in tm.parameters()), float("nan")), GRPO_TINY
 
@@ -189,7 +194,7 @@ def measured_matmul_flops(n=2048):
     return 2 * n**3 / t
 
 
-def roofline(row: Row, shape, *, batch, cache_len):
+def roofline(row: Row, shape, *, batch, cache_len, hbm_gbps=None):
     head_dim = shape["hidden_size"] // shape["num_attention_heads"]
     layers, kv = shape["num_hidden_layers"], shape["num_key_value_heads"]
     param_bytes = 4 * row.params
@@ -199,12 +204,14 @@ def roofline(row: Row, shape, *, batch, cache_len):
     # attention QK^T and PV over the cache.
     flops = 2 * batch * row.params + 4 * batch * layers * shape["num_attention_heads"] * head_dim * cache_len
     flops -= 0 if shape["tie_word_embeddings"] else 2 * batch * embed  # the input embedding is a gather
-    bw, peak = measured_bandwidth(), measured_matmul_flops()
+    on_host = hbm_gbps is None
+    bw, peak = (measured_bandwidth(), measured_matmul_flops()) if on_host else (hbm_gbps * 1e9, float("nan"))
+    bw_name = "numpy-copy bandwidth" if on_host else "HBM peak"
     achieved_bw = (param_bytes + kv_bytes) / row.step_s
     print(f"\nroofline ({row.name}, one decode step, batch {batch}, cache {cache_len}):")
     print(f"  bytes read/step  {param_bytes / 1e9:.3f} GB params + {kv_bytes / 1e6:.1f} MB KV")
     print(f"  step time        {row.step_s * 1e3:.1f} ms  -> {achieved_bw / 1e9:.2f} GB/s "
-          f"vs numpy-copy bandwidth {bw / 1e9:.2f} GB/s ({100 * achieved_bw / bw:.0f}% of memory roofline)")
+          f"vs {bw_name} {bw / 1e9:.2f} GB/s ({100 * achieved_bw / bw:.0f}% of memory roofline)")
     print(f"  FLOPs/step       {flops / 1e9:.2f} GFLOP -> {flops / row.step_s / 1e9:.1f} GFLOP/s "
           f"vs numpy fp32 matmul {peak / 1e9:.1f} GFLOP/s ({100 * flops / row.step_s / peak:.0f}%)")
     print(f"  bound            memory time {1e3 * (param_bytes + kv_bytes) / bw:.1f} ms, "
@@ -219,10 +226,16 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2, help="timed repetitions (best is reported)")
     ap.add_argument("--single-thread", action="store_true", help="one thread for torch and for XLA")
+    ap.add_argument("--no-hf", action="store_true", help="time our sampler only (e.g. on an accelerator host)")
+    ap.add_argument("--hbm-gbps", type=float, default=None,
+                    help="roofline against this memory bandwidth (an accelerator's HBM peak, e.g. 4800 for an H200) "
+                         "instead of a numpy copy measured on the host")
     ap.add_argument("--grpo", action="store_true", help="add the GRPO rollout shape (4 prompts x 8 samples, T=1)")
     ap.add_argument("--grpo-prompts", type=int, nargs="+", default=[4],
                     help="prompt counts of the GRPO rows (8 samples each), e.g. --grpo-prompts 4 16")
     args = ap.parse_args()
+    global NO_HF
+    NO_HF = args.no_hf
     if args.single_thread:
         torch.set_num_threads(1)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
@@ -248,7 +261,7 @@ def main():
         print(f"{row.name:<18}{row.params / 1e6:>8.1f}M{n / row.hf_s:>10.1f}{n / row.ours_s:>12.1f}"
               f"{row.hf_s / row.ours_s:>6.2f}x{hf_step * 1e3:>12.1f}{row.step_s * 1e3:>14.1f}"
               f"{hf_step / row.step_s:>13.2f}x{row.hf_prefill_s:>14.2f}{row.prefill_s:>16.2f}"
-              f"{row.compile_s:>11.1f}{'sampled' if row.match != row.match else f'{100 * row.match:.0f}%':>13}")
+              f"{row.compile_s:>11.1f}{'-' if NO_HF else 'sampled' if row.match != row.match else f'{100 * row.match:.0f}%':>13}")
     if args.single_thread:
         print("\nsame runs by process CPU time (one thread each, so this is the time on an idle core):")
         print(f"{'model':<18}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}{'HF step ms':>12}{'ours step ms':>14}"
@@ -260,7 +273,7 @@ def main():
                   f"{us_step * 1e3:>14.1f}{hf_step / us_step:>13.2f}x{hf_pre:>14.2f}{us_pre:>16.2f}")
     for row, shape, _ in rows:
         if shape is QWEN25_05B:
-            roofline(row, shape, batch=args.batch, cache_len=args.prompt_len + args.new_tokens)
+            roofline(row, shape, batch=args.batch, cache_len=args.prompt_len + args.new_tokens, hbm_gbps=args.hbm_gbps)
 
 
 if __name__ == "__main__":

@@ -167,11 +167,16 @@ def main():
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch side")
     p.add_argument("--dtype", default="float32", help="JAX compute dtype (master weights stay fp32)")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="accelerator peak for MFU (GPU only)")
+    p.add_argument("--shape", choices=sorted(SHAPES), action="append", help="only these shapes (repeatable)")
+    p.add_argument("--batch", type=int, default=None, help="override the shapes' batch size (e.g. an MFU run)")
+    p.add_argument("--seq", type=int, default=None, help="override the shapes' sequence length")
     args = p.parse_args()
+    for s in SHAPES.values():
+        s.update({k: v for k, v in (("batch", args.batch), ("seq", args.seq)) if v is not None})
     backend = jax.default_backend()
     print(f"backend={backend} devices={jax.device_count()} machine={platform.machine()} "
           f"jax={jax.__version__} compute_dtype={args.dtype}")
-    shapes = ["12M"] if args.quick else ["12M", "0.5B"]
+    shapes = args.shape or (["12M"] if args.quick else ["12M", "0.5B"])
     print(f"{'shape':6} {'loss':5} {'params':>8} {'B x T':>8} {'jax tok/s':>10} {'torch tok/s':>11} {'ratio':>6} "
           f"{'jax compile s':>13}" + ("  MFU" if backend == "gpu" else ""))
     for shape in shapes:
