@@ -68,16 +68,22 @@ def _decode_kernel(len_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, 
     l_ref[...] = l
 
 
-def combine_splits(acc, m, l):
+def combine_splits(acc, m, l, *, with_lse: bool = False):
     """Merge flash-decoding partials ``acc [..., n, G, D]``, ``m, l [..., n, G, 1]`` over splits ``n``.
 
-    Rows with no visible key anywhere (``sum l == 0``) give zeros.
+    Rows with no visible key anywhere (``sum l == 0``) give zeros. ``with_lse`` also returns each row's
+    log-sum-exp of the scaled scores ``[..., G, 1]`` (``-inf`` for such rows), what merging this attention
+    with one over other keys needs (``prefix_decode``).
     """
     m_max = jnp.max(m, axis=-3, keepdims=True)
     w = jnp.exp(m - m_max)
     denom = jnp.sum(w * l, axis=-3)
     num = jnp.sum(w * acc, axis=-3)
-    return num / jnp.where(denom == 0.0, 1.0, denom)
+    out = num / jnp.where(denom == 0.0, 1.0, denom)
+    if not with_lse:
+        return out
+    lse = jnp.where(denom == 0.0, -jnp.inf, jnp.squeeze(m_max, -3) + jnp.log(jnp.where(denom == 0.0, 1.0, denom)))
+    return out, lse
 
 
 def decode_attention(
@@ -92,22 +98,27 @@ def decode_attention(
     num_splits: int = 4,
     backend: str | None = None,
     interpret: bool = False,
+    kv_heads_first: bool = False,
+    return_lse: bool = False,
 ):
     """Attention of one query token per sequence over a KV cache (same semantics as
     ``reference.decode_attention_reference``).
 
-    q ``[B, H, D]`` or ``[B, 1, H, D]``; caches ``[B, S_max, Hkv, D]``; ``lengths [B]`` (slots
-    ``< length`` valid) and/or ``key_mask [B, S_max]`` (e.g. the sampler's left-padded slot mask).
-    With only a key mask, the loop bound is the last valid slot + 1. Caches whose ``S_max`` is not a
-    multiple of ``num_splits * block_k`` (after clipping) are padded, which copies them: size the cache
-    accordingly for speed.
+    q ``[B, H, D]`` or ``[B, 1, H, D]``; caches ``[B, S_max, Hkv, D]`` (``[B, Hkv, S_max, D]`` with
+    ``kv_heads_first``, the sampler's layout, read in place); ``lengths [B]`` (slots ``< length`` valid)
+    and/or ``key_mask [B, S_max]`` (e.g. the sampler's left-padded slot mask). With only a key mask, the
+    loop bound is the last valid slot + 1. Caches whose ``S_max`` is not a multiple of ``num_splits *
+    block_k`` (after clipping) are padded, which copies them: size the cache accordingly for speed.
+    ``return_lse``: also return the per-head log-sum-exp of the scaled scores, ``[B, H]`` (``-inf`` where
+    no key is visible).
     """
     squeeze = q.ndim == 3
     q3 = q if squeeze else q[:, 0]
     if not squeeze and q.shape[1] != 1:
         raise ValueError(f"decode attention takes one query token per sequence, got {q.shape[1]}")
     b, h, d = q3.shape
-    s, hkv = k_cache.shape[1], k_cache.shape[2]
+    slot_axis = 2 if kv_heads_first else 1
+    s, hkv = k_cache.shape[slot_axis], k_cache.shape[3 - slot_axis]
     if h % hkv:
         raise ValueError(f"num heads {h} is not a multiple of num kv heads {hkv}")
     backend = resolve_backend(backend, interpret)
@@ -120,10 +131,10 @@ def decode_attention(
     block_k = kv_block_size(block_k, s, backend)
     num_splits = max(1, min(num_splits, pl.cdiv(s, block_k)))
     split_len = pl.cdiv(pl.cdiv(s, block_k), num_splits) * block_k
-    k_cache = pad_axis(k_cache, 1, split_len)
-    v_cache = pad_axis(v_cache, 1, split_len)
+    k_cache = pad_axis(k_cache, slot_axis, split_len)
+    v_cache = pad_axis(v_cache, slot_axis, split_len)
     mask = pad_axis(mask.astype(jnp.int32), 1, split_len)[:, None, :]
-    sp = k_cache.shape[1]
+    sp = k_cache.shape[slot_axis]
     num_splits = sp // split_len
 
     groups = h // hkv
@@ -131,8 +142,9 @@ def decode_attention(
     qg = pad_axis(q3.reshape(b, hkv, groups, d), 2, rows)
 
     grid = (b, hkv, num_splits)
-    if backend == "tpu" and d % 128:
-        k_cache, v_cache = (x.transpose(0, 2, 1, 3) for x in (k_cache, v_cache))
+    if kv_heads_first or (backend == "tpu" and d % 128):
+        if not kv_heads_first:
+            k_cache, v_cache = (x.transpose(0, 2, 1, 3) for x in (k_cache, v_cache))
         kv_spec = pl.BlockSpec((None, None, split_len, d), lambda bi, hi, si: (bi, hi, si, 0))
     else:
         k_cache, v_cache = (x.reshape(b, sp, hkv * d) for x in (k_cache, v_cache))
@@ -161,5 +173,7 @@ def decode_attention(
         name="decode_attention",
         **call_kwargs(backend, len(grid)),
     )(lengths, qg, k_cache, v_cache, mask)
-    out = combine_splits(acc, m, l)[:, :, :groups].reshape(b, h, d).astype(q.dtype)
-    return out if squeeze else out[:, None]
+    out, lse = combine_splits(acc, m, l, with_lse=True)
+    out = out[:, :, :groups].reshape(b, h, d).astype(q.dtype)
+    out = out if squeeze else out[:, None]
+    return (out, lse[:, :, :groups, 0].reshape(b, h)) if return_lse else out

@@ -9,7 +9,10 @@ All three callables share the semantics of ``kernels.reference``:
 * ``flash(q, k, v, *, causal=True, q_offset=0, kv_lengths=None, key_mask=None, scale=None)``: q
   ``[B,T,H,D]``, k/v ``[B,S,Hkv,D]``, differentiable; with ``q_offset=0`` and ``key_mask`` it also
   serves a prefill written at cache slot 0 (``CausalLM.forward_with_cache`` with ``write_index=0``);
-* ``decode(q, k_cache, v_cache, *, lengths=None, key_mask=None, scale=None)``: one query token;
+* ``decode(q, k_cache, v_cache, *, lengths=None, key_mask=None, scale=None, kv_heads_first=False,
+  return_lse=False)``: one query token;
+* ``prefix_decode(q, k, v, own_mask, *, prefix_k, prefix_v, prefix_mask)``: one query token per row of
+  prompt-sharing rows, prompt caches stored once (``kernels.prefix_decode``; the sampler's decode step);
 * ``from_mask(q, k, v, mask)``: same signature as ``models.transformer.attention`` for the
   ``causal & key_mask`` mask of ``CausalLM.hidden_states`` (rows with no visible key give zeros).
 """
@@ -24,6 +27,7 @@ import jax
 from ._pallas_common import resolve_backend
 from .decode_attention import decode_attention
 from .flash_attention import flash_attention
+from .prefix_decode import prefix_decode_attention
 from .reference import decode_attention_reference, mha_reference
 
 
@@ -34,6 +38,11 @@ class AttentionImpl:
     name: str  # "pallas_tpu" | "pallas_gpu" | "pallas_interpret" | "reference"
     flash: Callable
     decode: Callable
+
+    @property
+    def prefix_decode(self) -> Callable:
+        """Shared-prompt decode attention built on ``decode`` (see ``kernels.prefix_decode``)."""
+        return functools.partial(prefix_decode_attention, decode=self.decode)
 
     def from_mask(self, q, k, v, mask):
         """Drop-in for ``transformer.attention`` when ``mask`` is causal & key padding (see module doc)."""

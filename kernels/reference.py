@@ -54,15 +54,30 @@ def mha_reference(q, k, v, *, causal: bool = True, q_offset: int = 0, kv_lengths
     return _attend(q, k, v, visible, scale)
 
 
-def decode_attention_reference(q, k_cache, v_cache, *, lengths=None, key_mask=None, scale=None):
+def decode_attention_reference(q, k_cache, v_cache, *, lengths=None, key_mask=None, scale=None,
+                               kv_heads_first: bool = False, return_lse: bool = False):
     """One query token per sequence against a KV cache (the decode step of a sampler).
 
-    q ``[B, H, D]`` or ``[B, 1, H, D]``; caches ``[B, S_max, Hkv, D]``; ``lengths [B]`` (slots
-    ``< length`` valid) and/or ``key_mask [B, S_max]``. Returns q's shape.
+    q ``[B, H, D]`` or ``[B, 1, H, D]``; caches ``[B, S_max, Hkv, D]`` (``[B, Hkv, S_max, D]`` with
+    ``kv_heads_first``); ``lengths [B]`` (slots ``< length`` valid) and/or ``key_mask [B, S_max]``.
+    Returns q's shape, and with ``return_lse`` also the per-head log-sum-exp of the scaled scores ``[B, H]``
+    (``-inf`` where no key is visible).
     """
+    if kv_heads_first:
+        k_cache, v_cache = k_cache.swapaxes(1, 2), v_cache.swapaxes(1, 2)
     squeeze = q.ndim == 3
     q4 = q[:, None] if squeeze else q
     if q4.shape[1] != 1:
         raise ValueError(f"decode attention takes one query token per sequence, got {q4.shape[1]}")
     out = mha_reference(q4, k_cache, v_cache, causal=False, kv_lengths=lengths, key_mask=key_mask, scale=scale)
-    return out[:, 0] if squeeze else out
+    out = out[:, 0] if squeeze else out
+    if not return_lse:
+        return out
+    b, _, h, d = q4.shape
+    hkv = k_cache.shape[2]
+    visible = key_mask_of(b, k_cache.shape[1], lengths, key_mask)
+    scale = d**-0.5 if scale is None else scale
+    scores = jnp.einsum("bkgd,bskd->bkgs", q4[:, 0].reshape(b, hkv, h // hkv, d), k_cache,
+                        preferred_element_type=jnp.float32) * jnp.float32(scale)
+    scores = jnp.where(visible[:, None, None, :], scores, -jnp.inf)
+    return out, jax.nn.logsumexp(scores, axis=-1).reshape(b, h)

@@ -209,6 +209,25 @@ def _kernel_attention(impl: str, key_mask):
     return lambda q, k, v, mask: kernels.flash(q, k, v, causal=True, key_mask=key_mask)
 
 
+def _uses_pallas(impl: str) -> bool:
+    """Whether ``ModelConfig.attention_impl`` resolves to a Pallas kernel here: ``pallas_interpret``, or ``auto``
+    on TPU / GPU. (``auto`` on CPU means the kernels' jnp references, which the sampler's own XLA attention
+    paths beat, so the sampler keeps those there.)"""
+    return impl == "pallas_interpret" or (impl == "auto" and jax.default_backend() != "cpu")
+
+
+def _kernel_prefix_decode(impl: str, prefix_k, prefix_v, prefix_mask):
+    """The sampler's decode-step attention (one query per row, shared prompt caches) with the Pallas
+    flash-decoding kernel (``kernels.prefix_decode``) when ``_uses_pallas(impl)``, else None."""
+    if not _uses_pallas(impl):
+        return None
+    from rewardsql_jax.kernels.dispatch import attention_impl
+
+    kernels = attention_impl(None, interpret=impl == "pallas_interpret")
+    return lambda q, k, v, mask: kernels.prefix_decode(q, k, v, mask[:, 0], prefix_k=prefix_k, prefix_v=prefix_v,
+                                                       prefix_mask=prefix_mask)
+
+
 class Attention(nnx.Module):
     def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
         d, h, hkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -355,8 +374,11 @@ class CausalLM(nnx.Module):
                          and not cache.heads_first)
         for i, (layer, ck, cv) in enumerate(zip(self.layers, cache.k, cache.v)):
             if prefix is not None:
-                attn_fn = functools.partial(prefix_attention, prefix_k=prefix[0].k[i], prefix_v=prefix[0].v[i],
-                                            prefix_mask=prefix[1])
+                pk, pv, pmask = prefix[0].k[i], prefix[0].v[i], prefix[1]
+                attn_fn = (t == 1 and _kernel_prefix_decode(self.config.attention_impl, pk, pv, pmask)) or \
+                    functools.partial(prefix_attention, prefix_k=pk, prefix_v=pv, prefix_mask=pmask)
+            elif fresh_prefill and _uses_pallas(self.config.attention_impl):  # causal flash attention kernel
+                attn_fn = _kernel_attention(self.config.attention_impl, key_mask)
             elif fresh_prefill:  # the whole cache is this chunk: causal attention, upper triangle skipped
                 attn_fn = lambda q, k, v, mask: causal_attention_in_query_chunks(q, k, v, key_mask)  # noqa: E731
             else:

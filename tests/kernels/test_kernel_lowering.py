@@ -14,6 +14,7 @@ import pytest
 
 from rewardsql_jax.kernels.decode_attention import decode_attention
 from rewardsql_jax.kernels.flash_attention import flash_attention
+from rewardsql_jax.kernels.prefix_decode import prefix_decode_attention
 
 # (B, T, H, Hkv, D): an odd length (padding path) with Qwen-0.5B-like heads, and a 7B-like layout.
 SHAPES = [(2, 200, 14, 2, 64), (1, 256, 28, 4, 128)]
@@ -42,7 +43,17 @@ def _functions(backend):
     def decode(q, k, v, lengths):
         return decode_attention(q[:, 0], k, v, lengths=lengths, block_k=64, num_splits=2, backend=backend)
 
-    return {"flash_fwd": (fwd, 1), "flash_grads": (grads, 3), "decode": (decode, 1)}
+    def prefix_decode(q, k, v, lengths):
+        """Two rows per prompt (q's first two positions), the prompt caches heads-first, own caches of length T."""
+        b, t, h, d = q.shape
+        heads_first = lambda x: jnp.repeat(x.swapaxes(1, 2), 2, axis=0)  # noqa: E731
+        own_mask = jnp.arange(t)[None, :] < jnp.repeat(lengths, 2)[:, None]
+        kernel = functools.partial(decode_attention, block_k=64, num_splits=2, backend=backend)
+        return prefix_decode_attention(q[:, :2].reshape(2 * b, h, d), heads_first(k), heads_first(v), own_mask,
+                                       prefix_k=k.swapaxes(1, 2), prefix_v=v.swapaxes(1, 2),
+                                       prefix_mask=jnp.arange(t)[None, :] < lengths[:, None], decode=kernel)
+
+    return {"flash_fwd": (fwd, 1), "flash_grads": (grads, 3), "decode": (decode, 1), "prefix_decode": (prefix_decode, 2)}
 
 
 @pytest.mark.parametrize("shape", SHAPES)

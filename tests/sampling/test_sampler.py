@@ -207,3 +207,21 @@ def test_decode_state_is_donated(tiny_model):
     out = sampler._decode(g, s, st, jnp.int32(4), one, one, eos, pad, opts=opts)
     assert st.cache.k[0].is_deleted() and st.tokens.is_deleted()  # buffers reused in place, not copied
     assert int(out.step) == 4
+
+
+def test_pallas_attention_impl_samples_the_same_tokens_as_xla(torch_and_jax):
+    """attention_impl="pallas_interpret": prefill by the flash kernel, decode steps by the shared-prompt decode
+    kernel (kernels.prefix_decode); the same greedy tokens and log-probs as the XLA paths."""
+    from flax import nnx
+
+    from rewardsql_jax.models import build_model
+
+    _, model = torch_and_jax
+    kernel_model = build_model(model.config.replace(attention_impl="pallas_interpret"))
+    nnx.update(kernel_model, nnx.state(model))
+    prompts = [[3, 4, 5, 6, 7], [8, 9], [10, 11, 12]]
+    want = generate(model, prompts, max_new_tokens=6, num_samples=2)
+    got = generate(kernel_model, prompts, max_new_tokens=6, num_samples=2)
+    assert got.tokens == want.tokens
+    for a, b in zip(got.logprobs, want.logprobs):
+        np.testing.assert_allclose(a, b, atol=1e-4)
