@@ -3,9 +3,9 @@
 A GRPO batch holds ``P`` prompts with ``G`` sampled completions each. Run as ``P * G`` independent
 ``prompt + completion`` rows, every prompt token goes through the model G times although its activations
 are identical in all G rows (causal attention: a prompt token never sees the completion). Here the
-prompt runs once per group through ``hidden_with_cache``; its per-layer keys/values are broadcast to the
-G completions, which then run as one chunk against that cache. The hidden states -- and therefore the
-loss and, by the chain rule through the broadcast (a sum over G), the gradients -- equal the unshared
+prompt runs once per group through ``hidden_with_cache``; the G completions then run as one chunk that attends
+to the prompt's per-layer keys/values, stored once per prompt (``transformer.prefix_attention``). The hidden states -- and therefore the
+loss and, by the chain rule (the prompt's gradient is the sum over its G completions), the gradients -- equal the unshared
 ones up to fp32 summation order, while the prompt's share of the FLOPs drops by G. With Reward-SQL's
 shapes (prompt up to 8192 tokens, 512 generated, G = 8) that is most of the step.
 """
@@ -14,13 +14,6 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .transformer import KVCache, init_cache
-
-
-def _broadcast_to_group(x, group: int, extra_slots: int):
-    """[P, S, ...] -> [P * G, S + extra_slots, ...]: each prompt's rows repeated G times (prompt-major),
-    then ``extra_slots`` empty cache slots for the completion."""
-    x = jnp.repeat(x, group, axis=0)
-    return jnp.pad(x, ((0, 0), (0, extra_slots)) + ((0, 0),) * (x.ndim - 2))
 
 
 def shared_prefix_hidden(model, prompt_ids, prompt_mask, completion_ids):
@@ -46,11 +39,14 @@ def shared_prefix_hidden(model, prompt_ids, prompt_mask, completion_ids):
     if lc == 1:
         return first.reshape(p, g, 1, -1)
     n_in = lc - 1  # completion tokens 0..Lc-2 are inputs; the last one is only a target
-    group_cache = KVCache(k=tuple(_broadcast_to_group(k, g, n_in) for k in cache.k),
-                          v=tuple(_broadcast_to_group(v, g, n_in) for v in cache.v))
-    key_mask = jnp.concatenate([jnp.repeat(prompt_mask, g, axis=0), jnp.ones((p * g, n_in), bool)], axis=1)
+    # The completions attend to their prompt's keys/values stored once per prompt (prefix_attention, as in the
+    # sampler): no [P * G, Lp] copy of the prompt cache, and its gradient arrives already summed over the group.
+    heads_first = lambda x: x.swapaxes(1, 2)  # noqa: E731  [P, Lp, Hkv, D] -> [P, Hkv, Lp, D]
+    prompt_cache = KVCache(k=tuple(map(heads_first, cache.k)), v=tuple(map(heads_first, cache.v)), heads_first=True)
+    own_cache = init_cache(cfg, p * g, n_in, heads_first=True)
     lengths = jnp.repeat(jnp.sum(prompt_mask, axis=-1), g)
     comp_positions = lengths[:, None] + jnp.arange(n_in)[None, :]
-    comp_hidden, _ = model.hidden_with_cache(completion_ids.reshape(p * g, lc)[:, :-1], comp_positions, group_cache,
-                                             write_index=lp, key_mask=key_mask)
+    comp_hidden, _ = model.hidden_with_cache(completion_ids.reshape(p * g, lc)[:, :-1], comp_positions, own_cache,
+                                             write_index=0, key_mask=jnp.ones((p * g, n_in), bool),
+                                             prefix=(prompt_cache, prompt_mask))
     return jnp.concatenate([first, comp_hidden], axis=1).reshape(p, g, lc, -1)
