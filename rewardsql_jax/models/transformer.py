@@ -328,7 +328,8 @@ class CausalLM(nnx.Module):
         causal = jnp.tril(jnp.ones((t, t), dtype=bool))
         mask = causal[None] & attention_mask[:, None, :]
         cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
-        attn_fn = _kernel_attention(self.config.attention_impl, attention_mask)
+        attn_fn = _kernel_attention(self.config.attention_impl, attention_mask) or (
+            lambda q, k, v, mask: causal_attention_in_query_chunks(q, k, v, attention_mask))  # noqa: E731
 
         def run(layer, x):
             return layer(x, cos, sin, mask, attn_fn=attn_fn)[0]
