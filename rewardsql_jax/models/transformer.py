@@ -110,7 +110,7 @@ def causal_attention_in_query_chunks(q, k, v, key_mask, *, chunk: int = 128):
         scores = jnp.einsum("btkgd,bskd->bkgts", q[:, start:end], k[:, :end], preferred_element_type=jnp.float32)
         visible = (jnp.arange(end)[None, :] <= jnp.arange(start, end)[:, None])[None] & key_mask[:, None, :end]
         scores = jnp.where(visible[:, None, None], scores * scale, jnp.finfo(jnp.float32).min)
-        e = jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True))
+        e = jnp.exp(scores - jax.lax.stop_gradient(jnp.max(scores, axis=-1, keepdims=True)))  # as jax.nn.softmax
         denom = jnp.sum(e, axis=-1).transpose(0, 3, 1, 2)[..., None]  # [B, chunk, Hkv, groups, 1]
         out = jnp.einsum("bkgts,bskd->btkgd", e.astype(v.dtype), v[:, :end], preferred_element_type=jnp.float32)
         outs.append((out / denom).astype(v.dtype))
@@ -147,25 +147,30 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     g, groups = b // p, h // hkv
     scale = 1.0 / jnp.sqrt(jnp.float32(d))
     neg = jnp.finfo(jnp.float32).min
-    q = q.astype(jnp.float32).reshape(b, t, hkv, groups, d)
+    q = q.reshape(b, t, hkv, groups, d)
+    cdt = q.dtype  # matmul operands stay in the compute dtype (bf16 caches are not copied to fp32); fp32 results
     # prompt block [P, Hkv, R, W], R = G * T * groups: every query of a prompt's rows in one matmul
     rows_per_prompt = lambda x: x.reshape(p, g, *x.shape[1:])  # noqa: E731  [B, ...] -> [P, G, ...]
     qp = rows_per_prompt(q).transpose(0, 3, 1, 2, 4, 5).reshape(p, hkv, g * t * groups, d)
-    s_prefix = jnp.einsum("pkqd,pkwd->pkqw", qp, prefix_k.astype(jnp.float32)) * scale
+    s_prefix = jnp.einsum("pkqd,pkwd->pkqw", qp, prefix_k.astype(cdt), preferred_element_type=jnp.float32) * scale
     s_prefix = jnp.where(prefix_mask[:, None, None, :].astype(bool), s_prefix, neg)
     # own block [B, Hkv, T, groups, S]
-    s_own = jnp.einsum("btkgd,bksd->bktgs", q, k.astype(jnp.float32)) * scale
+    s_own = jnp.einsum("btkgd,bksd->bktgs", q, k.astype(cdt), preferred_element_type=jnp.float32) * scale
     s_own = jnp.where(mask[:, None, :, None, :], s_own, neg)
     # the two blocks' per-query statistics in the row layout [B, Hkv, T, groups]
     to_rows = lambda x: x.reshape(p, hkv, g, t, groups, *x.shape[3:]).swapaxes(1, 2).reshape(  # noqa: E731
         b, hkv, t, groups, *x.shape[3:])
     to_prompts = lambda x: x.reshape(p, g, hkv, t, groups).swapaxes(1, 2).reshape(p, hkv, g * t * groups)  # noqa: E731
-    m = jnp.maximum(to_rows(jnp.max(s_prefix, axis=-1)), jnp.max(s_own, axis=-1))
+    # the row maximum only keeps exp() in range; softmax does not depend on it, so no gradient flows through it
+    # (as in jax.nn.softmax), and the backward pass keeps no copy of the scores for the max
+    m = jax.lax.stop_gradient(jnp.maximum(to_rows(jnp.max(s_prefix, axis=-1)), jnp.max(s_own, axis=-1)))
     e_prefix = jnp.exp(s_prefix - to_prompts(m)[..., None])
     e_own = jnp.exp(s_own - m[..., None])
     denom = to_rows(jnp.sum(e_prefix, axis=-1)) + jnp.sum(e_own, axis=-1)
-    out = to_rows(jnp.einsum("pkqw,pkwd->pkqd", e_prefix, prefix_v.astype(jnp.float32)))
-    out = out + jnp.einsum("bktgs,bksd->bktgd", e_own, v.astype(jnp.float32))
+    vdt = v.dtype  # unnormalised probabilities in [0, 1] enter the PV matmuls in the cache dtype
+    out = to_rows(jnp.einsum("pkqw,pkwd->pkqd", e_prefix.astype(vdt), prefix_v.astype(vdt),
+                             preferred_element_type=jnp.float32))
+    out = out + jnp.einsum("bktgs,bksd->bktgd", e_own.astype(vdt), v, preferred_element_type=jnp.float32)
     out = out / denom[..., None]  # [B, Hkv, T, groups, D]
     return out.transpose(0, 2, 1, 3, 4).reshape(b, t, h, d).astype(v.dtype)
 
