@@ -90,20 +90,23 @@ def attention(q, k, v, mask):
     return out.reshape(b, t, h, d)
 
 
-def causal_attention_in_query_chunks(q, k, v, key_mask, *, chunk: int = 128):
-    """Causal self-attention over a fresh sequence (a prefill): query i sees key j iff j <= i and ``key_mask``.
+def causal_attention_in_query_chunks(q, k, v, key_mask, *, chunk: int = 128, max_chunks: int = 8):
+    """Causal self-attention over a fresh sequence (a prefill or a training forward): query i sees key j iff
+    j <= i and ``key_mask``.
 
     Computed one query chunk at a time: chunk c reads only the keys up to its last query, so the masked upper
-    triangle is never computed (10/16 of the dense work for 4 chunks), and each chunk's softmax is normalised
-    after the PV matmul (a ``[.., chunk, D]`` divide instead of ``[.., chunk, S]``). The same values as
+    triangle is never computed ((n + 1) / 2n of the dense work for n chunks), and each chunk's softmax is
+    normalised after the PV matmul (a ``[.., chunk, D]`` divide instead of ``[.., chunk, S]``). The same values as
     ``attention`` with the causal & key-padding mask. q ``[B, T, H, D]``, k/v ``[B, T, Hkv, D]``,
-    key_mask ``[B, T]``.
+    key_mask ``[B, T]``. Chunks are ``chunk`` queries long, or longer so that there are at most ``max_chunks``
+    (each chunk is its own ops in the program: long sequences would otherwise compile slowly).
     """
     b, t, h, d = q.shape
     hkv = k.shape[2]
     q = q.reshape(b, t, hkv, h // hkv, d)
     scale = 1.0 / jnp.sqrt(jnp.float32(d))
     key_mask = key_mask.astype(bool)
+    chunk = max(chunk, -(-t // max_chunks))
     outs = []
     for start in range(0, t, chunk):
         end = min(start + chunk, t)

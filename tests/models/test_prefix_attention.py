@@ -39,7 +39,8 @@ def test_prefix_attention_equals_attention_over_prompt_plus_own_cache(t, h, hkv)
     k, v = (jnp.asarray(rng.normal(size=(b, s, hkv, d)), jnp.float32) for _ in range(2))
     prefix_mask = jnp.asarray(np.arange(w)[None, :] >= np.array([[2], [0]]))  # left padding of 2 and 0
     own = jnp.asarray(np.arange(s)[None, None, :] <= np.arange(t)[None, :, None] + 1).repeat(b, axis=0)
-    got = prefix_attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), own, prefix_k=pk.transpose(0, 2, 1, 3), prefix_v=pv.transpose(0, 2, 1, 3),
+    heads_first = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731
+    got = prefix_attention(q, heads_first(k), heads_first(v), own, prefix_k=heads_first(pk), prefix_v=heads_first(pv),
                            prefix_mask=prefix_mask)
     full_k = jnp.concatenate([jnp.repeat(pk, g, axis=0), k], axis=1)
     full_v = jnp.concatenate([jnp.repeat(pv, g, axis=0), v], axis=1)
@@ -47,9 +48,9 @@ def test_prefix_attention_equals_attention_over_prompt_plus_own_cache(t, h, hkv)
     np.testing.assert_allclose(got, _einsum_attention(q, full_k, full_v, full_mask), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("t,chunk", [(13, 4), (16, 16), (9, 64)])
+@pytest.mark.parametrize("t,chunk,max_chunks", [(13, 4, 8), (16, 16, 8), (9, 64, 8), (13, 2, 3)])
 @pytest.mark.parametrize("h,hkv", [(4, 2), (3, 1)])
-def test_causal_attention_in_query_chunks_equals_masked_attention(t, chunk, h, hkv):
+def test_causal_attention_in_query_chunks_equals_masked_attention(t, chunk, max_chunks, h, hkv):
     rng = np.random.default_rng(2)
     b, d = 3, 8
     q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)
@@ -57,14 +58,15 @@ def test_causal_attention_in_query_chunks_equals_masked_attention(t, chunk, h, h
     key_mask = jnp.asarray(np.arange(t)[None, :] >= np.array([[0], [3], [t - 1]]))  # left padding 0, 3, t - 1
     mask = jnp.tril(jnp.ones((t, t), bool))[None] & key_mask[:, None, :]
     real = np.asarray(key_mask)  # padded query rows are not compared (both give a harmless average there)
-    got = causal_attention_in_query_chunks(q, k, v, key_mask, chunk=chunk)
+    got = causal_attention_in_query_chunks(q, k, v, key_mask, chunk=chunk, max_chunks=max_chunks)
     np.testing.assert_allclose(np.asarray(got)[real], np.asarray(attention(q, k, v, mask))[real], atol=1e-5, rtol=0)
 
     def loss(fn, q, k, v):
         return jnp.sum(jnp.where(key_mask[:, :, None, None], fn(q, k, v), 0.0) ** 2)
 
-    grads = jax.grad(lambda *a: loss(lambda q, k, v: causal_attention_in_query_chunks(q, k, v, key_mask, chunk=chunk),
-                                     *a), argnums=(0, 1, 2))(q, k, v)
+    chunked = lambda q, k, v: causal_attention_in_query_chunks(q, k, v, key_mask, chunk=chunk,  # noqa: E731
+                                                                max_chunks=max_chunks)
+    grads = jax.grad(lambda *a: loss(chunked, *a), argnums=(0, 1, 2))(q, k, v)
     want = jax.grad(lambda *a: loss(lambda q, k, v: attention(q, k, v, mask), *a), argnums=(0, 1, 2))(q, k, v)
     for g_got, g_want in zip(grads, want):
         np.testing.assert_allclose(g_got, g_want, atol=1e-4, rtol=0)
