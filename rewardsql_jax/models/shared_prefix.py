@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .transformer import KVCache, init_cache
+from .transformer import init_cache
 
 
 def shared_prefix_hidden(model, prompt_ids, prompt_mask, completion_ids):
@@ -41,8 +41,7 @@ def shared_prefix_hidden(model, prompt_ids, prompt_mask, completion_ids):
     n_in = lc - 1  # completion tokens 0..Lc-2 are inputs; the last one is only a target
     # The completions attend to their prompt's keys/values stored once per prompt (prefix_attention, as in the
     # sampler): no [P * G, Lp] copy of the prompt cache, and its gradient arrives already summed over the group.
-    heads_first = lambda x: x.swapaxes(1, 2)  # noqa: E731  [P, Lp, Hkv, D] -> [P, Hkv, Lp, D]
-    prompt_cache = KVCache(k=tuple(map(heads_first, cache.k)), v=tuple(map(heads_first, cache.v)), heads_first=True)
+    prompt_cache = cache.as_heads_first()
     own_cache = init_cache(cfg, p * g, n_in, heads_first=True)
     lengths = jnp.repeat(jnp.sum(prompt_mask, axis=-1), g)
     comp_positions = lengths[:, None] + jnp.arange(n_in)[None, :]

@@ -191,6 +191,13 @@ class KVCache:
     def max_len(self) -> int:
         return self.k[0].shape[2 if self.heads_first else 1]
 
+    def as_heads_first(self) -> "KVCache":
+        """The same cache in the ``[B, Hkv, S_max, D]`` layout ``prefix_attention`` reads (a transposing copy)."""
+        if self.heads_first:
+            return self
+        swap = lambda x: x.swapaxes(1, 2)  # noqa: E731
+        return KVCache(k=tuple(map(swap, self.k)), v=tuple(map(swap, self.v)), heads_first=True)
+
 
 def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None, *, heads_first: bool = False) -> KVCache:
     """Zero KV cache for ``batch`` sequences of up to ``max_len`` slots."""

@@ -84,9 +84,7 @@ def _prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_i
         logits, lengths = rep(logits), rep(lengths)
     b = logits.shape[0]
     cache = init_cache(model.config, b, opts.gen_capacity, heads_first=True)
-    heads_first = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731  [N, W, Hkv, D] -> [N, Hkv, W, D] (prefix_attention)
-    prompt_cache = KVCache(k=tuple(map(heads_first, prompt_cache.k)), v=tuple(map(heads_first, prompt_cache.v)),
-                           heads_first=True)
+    prompt_cache = prompt_cache.as_heads_first()  # [N, Hkv, W, D], read in place by prefix_attention
     key, sub = jax.random.split(key)
     tok, logp = _draw(sub, logits, temperature, top_p, opts)
     tokens = jnp.full((b, opts.gen_capacity), pad_id, jnp.int32).at[:, 0].set(tok)
