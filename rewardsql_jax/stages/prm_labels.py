@@ -72,6 +72,17 @@ def steps_text(steps) -> str:
     return STEP_SEPARATOR.join(steps)
 
 
+def continued_steps(prefix: tuple, continuation: str) -> tuple:
+    """The steps of ``prefix`` continued by ``continuation``, the text sampled right after the prefix's last step:
+    the blocks after the prefix. When the policy does not start a new step (it extends the last one), the
+    continuation becomes a step of its own, so the steps still start with the prefix; the SQL that is judged
+    differs from the sampled text only by the whitespace of that break."""
+    full = raw_steps(steps_text(prefix) + continuation)
+    if full[:len(prefix)] == tuple(prefix):
+        return full
+    return tuple(prefix) + raw_steps(continuation)
+
+
 def merge_near_duplicates(texts, parseable, *, keep: float = 1.0) -> list[int]:
     """Indices kept by the per-question similarity filter: among parseable texts, later ones with the same
     syntax tree (values included: distance 0) as a kept one are dropped; with ``keep < 1`` only that share
@@ -148,10 +159,13 @@ def _answer_batch(model, tok, cfg, executor, chosen, counter, bar):
     """``run_searches`` callback: complete every requested prefix (one sampler batch), judge all completions."""
     def answer(items):
         counter["rounds"] += 1
-        prompts = [chosen[i]["prompt"] + steps_text(r.prefix) + STEP_SEPARATOR for i, r in items]
+        # The prompt ends with the prefix's last step, not with the separator after it: the policy writes the
+        # "\n\n" itself, tokenised as in its training targets (a BPE can tokenise a trailing "\n\n" as a
+        # token that never precedes a next step, and the completions would then be noise).
+        prompts = [chosen[i]["prompt"] + steps_text(r.prefix) for i, r in items]
         texts = _padded_generate(model, tok, prompts, k=items[0][1].k, cfg=cfg,
                                  seed=counter["seed"] + 1000 * counter["rounds"])
-        fulls = [[r.prefix + raw_steps(t) for t in ts] for (_, r), ts in zip(items, texts)]
+        fulls = [[continued_steps(r.prefix, t) for t in ts] for (_, r), ts in zip(items, texts)]
         verdicts = iter(executor.judge([(chosen[i], f) for (i, _), fs in zip(items, fulls) for f in fs]))
         bar.update(1)
         bar.set_postfix(requests=len(items))

@@ -118,7 +118,9 @@ def run_offline(ctx: RunContext) -> dict:
             batch = _batch(rl.algorithm, [items[i] for i in idx], data.length, pad)
             state, m = step_fn(state, batch)
             rec = {"step": step, "loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]),
-                   **({"reward_accuracy": float(m["rewards/accuracies"]), "reward_margin": float(m["rewards/margins"])}
+                   **({"reward_accuracy": float(m["rewards/accuracies"]), "reward_margin": float(m["rewards/margins"]),
+                       # beta * log(pi / pi_ref) of each side: both falling is DPO's likelihood displacement
+                       "reward_chosen": float(m["rewards/chosen"]), "reward_rejected": float(m["rewards/rejected"])}
                       if rl.algorithm == "dpo" else {})}
             history.append(rec)
             ctx.log({"stage": "rl", **rec})

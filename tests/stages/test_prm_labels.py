@@ -49,3 +49,14 @@ def test_similarity_dedup_merges_formatting_variants_and_keeps_a_share():
     kept = merge_near_duplicates(texts, parse, keep=0.5)
     assert 3 in kept and 1 not in kept                              # unparseable ones are never dropped
     assert len([i for i in kept if parse[i]]) == 2                  # half of the 4 distinct parseable ones
+
+
+def test_mc_completions_continue_the_prefix_and_keep_its_steps():
+    from rewardsql_jax.stages.prm_labels import continued_steps
+    prefix = ("WITH a AS (SELECT x FROM t)",)
+    # the policy writes the blank line itself, then the next steps
+    assert continued_steps(prefix, "\n\nSELECT MAX(x) FROM a") == prefix + ("SELECT MAX(x) FROM a",)
+    assert continued_steps(prefix, "\n\nb AS (SELECT 1)\n\nSELECT 2") == prefix + ("b AS (SELECT 1)", "SELECT 2")
+    # it extends the last step instead: the extension is a step after the prefix
+    assert continued_steps(prefix, " WHERE x > 1\n\nSELECT 1") == prefix + ("WHERE x > 1", "SELECT 1")
+    assert continued_steps(prefix, "") == prefix

@@ -63,9 +63,10 @@ def scripted_run(base_run, tmp_path_factory):
             if not rest:
                 out.append(["\n\n".join(gold), "\n\n".join(gold[:-1] + (WRONG_FINAL,)), GARBAGE][:k])
                 continue
-            m = next((m for m in range(1, len(gold)) if rest == "\n\n".join(gold[:m]) + "\n\n"), None)
-            good = ["\n\n".join(gold[m:])] if m is not None else []
-            out.append((good + [WRONG_COMPLETION] * k)[:k])
+            # a completion prompt ends with the prefix's last step; the policy writes the blank line itself
+            m = next((m for m in range(1, len(gold)) if rest == "\n\n".join(gold[:m])), None)
+            good = ["\n\n" + "\n\n".join(gold[m:])] if m is not None else []
+            out.append((good + ["\n\n" + WRONG_COMPLETION] * k)[:k])
         return out
 
     mp = pytest.MonkeyPatch()
