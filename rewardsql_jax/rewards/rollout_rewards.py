@@ -24,13 +24,14 @@ plus the final SELECT (DESIGN.md output format), and unlike ``split_cocte`` they
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 from sqlglot.errors import SqlglotError
 
 from ..sql.clause_rewards import ClauseRewards, RewardOptions, clause_rewards
-from ..sql.compare import results_match
+from ..sql.compare import exec_match_batch, results_match
 from ..sql.execute import ExecResult
 from .advantages import group_advantages
 from .process import process_advantages
@@ -90,16 +91,39 @@ def _token_ends(tokenizer, body: list, full: str) -> np.ndarray:
     return np.cumsum(np.asarray([len(p) for p in pieces], np.int64))
 
 
+def clause_reward_options(mode: str) -> RewardOptions:
+    """EXPO-SQL reward constants with the result-match rule of the run's EX rule: the BIRD set rule, or for
+    Spider's rule (bag equality, row order when the gold orders) ``ordered_bag``."""
+    _check_ex_mode(mode)
+    return RewardOptions(match="bird" if mode == "bird" else "ordered_bag")
+
+
+def _check_ex_mode(mode: str) -> None:
+    if mode not in ("bird", "spider"):
+        raise ValueError(f"EX rule {mode!r}: use 'bird' or 'spider' (data.ex_mode)")
+
+
 def execution_outcomes(pool, dbs: Sequence[str], preds: Sequence[str], golds: Sequence[str], *,
-                       timeout_s: float = 30.0) -> Outcomes:
-    """OR of every completion (Reward-SQL Sec. 5.1): predictions and gold queries in one ``pool.map``
-    (gold queries repeat within a group; the pool runs each distinct job once)."""
+                       timeout_s: float = 30.0, mode: str = "bird") -> Outcomes:
+    """OR of every completion (Reward-SQL Sec. 5.1) under the EX rule ``mode`` of the evaluation (``bird``: set
+    equality; ``spider``: the test-suite ``exec_match`` rule): predictions and gold queries in one ``pool.map``
+    (gold queries repeat within a group; the pool runs each distinct job once). A database file that does not
+    exist raises ``FileNotFoundError``: every query on it would fail, and RL would train on zero rewards."""
     if not len(dbs) == len(preds) == len(golds):
         raise ValueError(f"dbs ({len(dbs)}), preds ({len(preds)}) and golds ({len(golds)}) need one entry per completion")
+    _check_ex_mode(mode)
+    missing = sorted({str(d) for d in dbs if not Path(d).is_file()})
+    if missing:
+        raise FileNotFoundError(f"database file(s) not found: {missing[:3]}{' ...' if len(missing) > 3 else ''}; "
+                                f"the rewards would all be 0. Check the dataset location (data.root) or rerun "
+                                f"the cold_start stage")
     n = len(preds)
     res = pool.map([(d, p) for d, p in zip(dbs, preds)] + [(d, g) for d, g in zip(dbs, golds)], timeout_s=timeout_s)
     pred, gold = res[:n], res[n:]
-    match = [results_match(p, g, "bird") for p, g in zip(pred, gold)]
+    if mode == "bird":
+        match = [results_match(p, g, "bird") for p, g in zip(pred, gold)]
+    else:
+        match = exec_match_batch(list(zip(dbs, preds, golds)), mode="spider", timeout_s=timeout_s, pool=pool)
     return Outcomes(rewards=np.asarray(match, np.float32), executable=np.asarray([p.ok for p in pred], bool),
                     gold_ok=np.asarray([g.ok for g in gold], bool), results=tuple(zip(pred, gold)))
 

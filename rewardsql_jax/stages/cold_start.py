@@ -62,8 +62,9 @@ def rule_cocte(sql: str) -> tuple[str | None, bool]:
     return conv.sql, not conv.fallback
 
 
-def _record(ex, prompt: str, target: str) -> dict:
-    return {"question_id": ex.question_id, "db_id": ex.db_id, "db_path": str(ex.db_path), "question": ex.question,
+def _record(ctx: RunContext, ex, prompt: str, target: str) -> dict:
+    return {"question_id": ex.question_id, "db_id": ex.db_id, "db_path": ctx.stored_path(ex.db_path),
+            "question": ex.question,
             "evidence": ex.evidence, "difficulty": ex.difficulty, "gold_sql": ex.gold_sql, "prompt": prompt,
             "target": target}
 
@@ -110,9 +111,9 @@ def run_cold_start(ctx: RunContext) -> dict:
         for s in sel.status[rule is not None:]:
             model_status[s] += 1
         targets = sel.kept or [ex.gold_sql]
-        records.append({**_record(ex, prompt_of(ex), targets[0]), "targets": targets})
+        records.append({**_record(ctx, ex, prompt_of(ex), targets[0]), "targets": targets})
     n_sampled, n_verified = sum(len(t) for t in sampled), sum(bool(sel.kept) for sel in selections)
-    eval_records = [_record(ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval, cfg.seed)]
+    eval_records = [_record(ctx, ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval, cfg.seed)]
     write_jsonl(out / "train.jsonl", records)
     write_jsonl(out / "eval.jsonl", eval_records)
     tok_dir = _tokenizer(ctx, records, out / "tokenizer")

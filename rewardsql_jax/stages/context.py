@@ -84,6 +84,29 @@ class RunContext:
                                     f"(add it to stages, or point run_dir at a run that has it)")
         return path
 
+    def stored_path(self, path) -> str:
+        """How a file path is written into the run's artefacts: relative to the run directory when it lies
+        inside it (the run directory can be moved or resumed from any working directory), else absolute."""
+        path = Path(path).resolve()
+        try:
+            return str(path.relative_to(self.run_dir.resolve()))
+        except ValueError:
+            return str(path)
+
+    def resolved_path(self, stored: str) -> str:
+        """The absolute path of a path written by ``stored_path`` (relative ones are inside the run directory)."""
+        path = Path(stored)
+        return str(path if path.is_absolute() else (self.run_dir / path).resolve())
+
+    def records(self, stage: str, artefact: str) -> list[dict]:
+        """The JSONL records of ``stage/artefact`` with every ``db_path`` resolved to an absolute path."""
+        with open(self.require(stage, artefact)) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        for r in rows:
+            if "db_path" in r:
+                r["db_path"] = self.resolved_path(r["db_path"])
+        return rows
+
     def pool(self):
         """The run's SQL executor pool (started once, reused by every stage)."""
         if self._pool is None:

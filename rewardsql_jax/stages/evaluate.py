@@ -12,7 +12,6 @@ import numpy as np
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 from rewardsql_jax.sql import exec_match_batch
 
-from .cold_start import read_jsonl
 from .context import RunContext
 from .inference import pick_best_of_n
 
@@ -83,7 +82,7 @@ def _write_official(out, records, sqls, source: str) -> None:
 
 def run_evaluate(ctx: RunContext) -> dict:
     cfg, out = ctx.config, ctx.stage_dir("evaluate")
-    records = read_jsonl(ctx.require("cold_start", "eval.jsonl"))
+    records = ctx.records("cold_start", "eval.jsonl")
     preds = json.loads(ctx.require("inference", "predictions.json").read_text())
     methods = [m for m in ("predictions", "greedy_sft", "greedy_rl", "best_of_n", "self_consistency")
                if preds and preds[0].get(m) is not None]

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from rewardsql_jax.rewards.prm_scoring import PRMScorer, aggregate_steps
 
-from .cold_start import read_jsonl
 from .context import RunContext
 from .generation import generate_sql
 from .policy import load_model
@@ -80,7 +79,7 @@ def read_predictions(path, records) -> list[str]:
 
 def run_inference(ctx: RunContext) -> dict:
     cfg, inf = ctx.config, ctx.config.inference
-    records = read_jsonl(ctx.require("cold_start", "eval.jsonl"))
+    records = ctx.records("cold_start", "eval.jsonl")
     if inf.predictions_file:
         preds = [{"question_id": r["question_id"], "db_id": r["db_id"], "predictions": sql, "candidates": []}
                  for r, sql in zip(records, read_predictions(inf.predictions_file, records))]

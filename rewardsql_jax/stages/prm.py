@@ -33,7 +33,6 @@ from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
-from .cold_start import read_jsonl
 from .context import RunContext
 from .encoding import batch_indices, bucket_length, pad_rows
 from .policy import load_model, save_model
@@ -187,7 +186,7 @@ def run_prm(ctx: RunContext) -> dict:
     cfg, pc, out, t0 = ctx.config, ctx.config.prm, ctx.stage_dir("prm"), time.perf_counter()
     tok = ctx.tokenizer()
     tags = step_tag_ids(tok)
-    records = read_jsonl(ctx.require("prm_labels", "labels.jsonl"))
+    records = ctx.records("prm_labels", "labels.jsonl")
     if not records:
         raise ValueError("prm_labels/labels.jsonl holds no labelled responses; raise prm_labels.num_questions "
                          "or rollouts_per_question (or train the policy longer) and rerun prm_labels")

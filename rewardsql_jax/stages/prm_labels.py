@@ -34,7 +34,7 @@ from rewardsql_jax.search.omega_prm import (LabelledRollout, OmegaPRMConfig, Rol
                                             run_searches, step_labels)
 from rewardsql_jax.sql import dedup, distance_matrix, results_match, split_cocte
 
-from .cold_start import read_jsonl, write_jsonl
+from .cold_start import write_jsonl
 from .context import RunContext
 from .generation import generate_sql
 from .policy import load_model
@@ -181,10 +181,11 @@ def _parses(text: str) -> bool:
         return False
 
 
-def _records(record, labelled, parseable, keep):
+def _records(ctx, record, labelled, parseable, keep):
     texts = [steps_text(l.steps) for l in labelled]
     flags = [parseable[l.steps] if l.steps in parseable else _parses(t) for l, t in zip(labelled, texts)]
-    return [{"question_id": record["question_id"], "db_path": record["db_path"], "prompt": record["prompt"],
+    return [{"question_id": record["question_id"], "db_path": ctx.stored_path(record["db_path"]),
+             "prompt": record["prompt"],
              "response": texts[i], "step_labels": list(labelled[i].labels), "first_wrong": labelled[i].first_wrong,
              "source": labelled[i].source, "parseable": flags[i]}
             for i in merge_near_duplicates(texts, flags, keep=keep)]
@@ -195,7 +196,7 @@ def run_prm_labels(ctx: RunContext) -> dict:
     unparseable = cfg.unparseable
     keep = float(cfg.dedup_keep)
     tok = ctx.tokenizer()
-    train = read_jsonl(ctx.require("cold_start", "train.jsonl"))
+    train = ctx.records("cold_start", "train.jsonl")
     model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype)
     rng = np.random.default_rng(ctx.config.seed)
     chosen = [train[i] for i in rng.choice(len(train), size=min(cfg.num_questions, len(train)), replace=False)]
@@ -221,7 +222,7 @@ def run_prm_labels(ctx: RunContext) -> dict:
         negatives = [LabelledRollout(s, step_labels(len(s), 0), 0, "unparseable")
                      for s in f.rollouts if unparseable == "negative" and not f.parseable[s]]
         candidates += len(res.labelled) + len(negatives)
-        recs = _records(r, list(res.labelled) + negatives, f.parseable, keep)
+        recs = _records(ctx, r, list(res.labelled) + negatives, f.parseable, keep)
         records.extend(recs)
         for rec in recs:
             sources[rec["source"]] = sources.get(rec["source"], 0) + 1

@@ -28,7 +28,6 @@ from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
-from .cold_start import read_jsonl
 from .context import RunContext
 from .policy import load_model, save_model
 from .rl_batches import rl_length
@@ -56,7 +55,7 @@ class RLData:
 
 def rl_data(ctx: RunContext) -> RLData:
     cfg, tok = ctx.config, ctx.tokenizer()
-    records = read_jsonl(ctx.require("cold_start", "train.jsonl"))
+    records = ctx.records("cold_start", "train.jsonl")
     ids = [tok(r["prompt"], add_special_tokens=False).input_ids for r in records]
     budget = cfg.model.max_len - cfg.rl.max_new_tokens
     keep = [i for i, p in enumerate(ids) if len(p) <= budget]
@@ -143,7 +142,7 @@ def _run_online(ctx: RunContext) -> dict:
     step_fn = train_step(ctx, state, loss_name, options)
     ckpt, state, start, history = resume(ctx, out, state)
     clauses = rl.algorithm == "reinforce_pp"
-    host_fn = lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=clauses)  # noqa: E731
+    host_fn = lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=clauses, ex_mode=cfg.data.ex_mode)  # noqa: E731
     limit, every, ran = stop_after(ctx), checkpoint_every(ctx), 0
     bar = tqdm(range(start, rl.steps), initial=start, total=rl.steps, desc=f"rl ({rl.algorithm})")
     try:

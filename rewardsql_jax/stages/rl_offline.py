@@ -49,7 +49,8 @@ def _candidates(ctx: RunContext, data, state) -> list[dict]:
     ro = sample_rollouts(state.model(), tok, [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx],
                          samples=rl.samples_per_prompt, temperature=rl.temperature, max_new_tokens=rl.max_new_tokens,
                          seed=cfg.seed * 100_003 + 7, prompts_per_call=sampler_prompts(rl),
-                         host_fn=lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=False))
+                         host_fn=lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=False,
+                                                                        ex_mode=cfg.data.ex_mode))
     scores = scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
     out = []
     for r, (q, p, t, c) in enumerate(zip(np.repeat(idx, rl.samples_per_prompt), ro.prompt_ids, ro.token_ids,

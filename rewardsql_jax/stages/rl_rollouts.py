@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from rewardsql_jax.rewards.rollout_rewards import (DecodedCompletion, Outcomes, batch_clause_rewards,
-                                                   decode_with_offsets, execution_outcomes)
+                                                   clause_reward_options, decode_with_offsets, execution_outcomes)
 from rewardsql_jax.sampling import generate
 
 
@@ -48,14 +48,17 @@ class Rollouts:
     wait_seconds: float
 
 
-def score_rows(tokenizer, pool, records, token_ids, *, clauses: bool, timeout_s: float = 30.0) -> HostScores:
-    """Decode rows with offsets, execute them against their gold SQL, and (``clauses``) EXPO-SQL clause rewards."""
+def score_rows(tokenizer, pool, records, token_ids, *, clauses: bool, timeout_s: float = 30.0,
+               ex_mode: str = "bird") -> HostScores:
+    """Decode rows with offsets, execute them against their gold SQL under the run's EX rule ``ex_mode``, and
+    (``clauses``) EXPO-SQL clause rewards with the same match rule."""
     eos = [tokenizer.eos_token_id]
     comps: list[DecodedCompletion] = [decode_with_offsets(tokenizer, t, eos) for t in token_ids]
     dbs, golds = [r["db_path"] for r in records], [r["gold_sql"] for r in records]
     preds = [c.text for c in comps]
-    out = execution_outcomes(pool, dbs, preds, golds, timeout_s=timeout_s)
-    cl = batch_clause_rewards(pool, dbs, preds, golds, out, timeout_s=timeout_s) if clauses else None
+    out = execution_outcomes(pool, dbs, preds, golds, timeout_s=timeout_s, mode=ex_mode)
+    cl = batch_clause_rewards(pool, dbs, preds, golds, out, timeout_s=timeout_s,
+                              options=clause_reward_options(ex_mode)) if clauses else None
     return HostScores(comps, out, cl)
 
 

@@ -17,7 +17,6 @@ from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
-from .cold_start import read_jsonl
 from .context import RunContext
 from .encoding import batch_indices, bucket_length, encode_pair, sft_arrays
 from .policy import new_or_pretrained_policy, save_model
@@ -26,7 +25,7 @@ from .policy import new_or_pretrained_policy, save_model
 def run_sft(ctx: RunContext) -> dict:
     cfg, out = ctx.config, ctx.stage_dir("sft")
     tok = ctx.tokenizer()
-    records = read_jsonl(ctx.require("cold_start", "train.jsonl"))
+    records = ctx.records("cold_start", "train.jsonl")
     # one example per kept CoCTE of a question (cold_start's "targets"; older runs: the single "target")
     encoded = [encode_pair(tok, r["prompt"], t) for r in records for t in (r.get("targets") or [r["target"]])]
     too_long = sum(len(e[0]) > cfg.model.max_len for e in encoded)

@@ -194,3 +194,24 @@ def test_failing_gold_gives_no_clause_rewards(pool, db):
     out = execution_outcomes(pool, [db], [GOLD], ["SELECT missing FROM nowhere"])
     assert out.rewards.tolist() == [0.0] and not out.gold_ok[0]
     assert batch_clause_rewards(pool, [db], [GOLD], ["SELECT missing FROM nowhere"], out) == [None]
+
+
+def test_execution_outcomes_follow_the_runs_ex_rule(pool, db):
+    """data.ex_mode=spider: the training OR is Spider's rule (row order when the gold orders; duplicates count),
+    not the BIRD set rule; clause rewards get the matching ``ordered_bag`` rule."""
+    from rewardsql_jax.rewards.rollout_rewards import clause_reward_options
+    from rewardsql_jax.sql import exec_match
+    gold = "SELECT name FROM singer ORDER BY age DESC"
+    preds = ["SELECT name FROM singer ORDER BY age ASC", "SELECT name FROM singer ORDER BY age DESC"]
+    bird = execution_outcomes(pool, [db, db], preds, [gold, gold], mode="bird")
+    spider = execution_outcomes(pool, [db, db], preds, [gold, gold], mode="spider")
+    assert bird.rewards.tolist() == [1.0, 1.0]
+    assert spider.rewards.tolist() == [float(exec_match(db, p, gold, mode="spider")) for p in preds] == [0.0, 1.0]
+    assert clause_reward_options("spider").match == "ordered_bag" and clause_reward_options("bird").match == "bird"
+    with pytest.raises(ValueError, match="data.ex_mode"):
+        execution_outcomes(pool, [db], preds[:1], [gold], mode="test-suite")
+
+
+def test_a_missing_database_is_an_error_not_a_zero_reward(pool, db, tmp_path):
+    with pytest.raises(FileNotFoundError, match="database file"):
+        execution_outcomes(pool, [str(tmp_path / "gone.sqlite")], ["SELECT 1"], ["SELECT 1"])
