@@ -3,9 +3,13 @@
 Three variants, all over contiguous groups of `group_size` responses to one prompt:
   paper:        Reward-SQL Sec. 5.1 + 5.3. R_i = mean_j s_ij + o_i; A_i = (R_i - mean_g) / (std_g + eps);
                 A_ij = A_i * s_ij if A_i > 0 else A_i * (1 - s_ij).
-  released:     the authors' released code (DESIGN.md). r_ij = rm_coef * s_ij + o_i (the token reward of every
-                token of step j); R_i = mean of the *distinct* nonzero r_ij; A_i = z-score of R_i in the group;
-                A_ij = (r_ij - 1) A_i if A_i > 0 and r_ij > 1; r_ij A_i if A_i > 0; (1 - r_ij) A_i if A_i <= 0.
+  released:     the authors' released verl code (DESIGN.md; ``released_rewards`` + ``released_advantages``).
+                Token rewards r_t: rm_coef * s_ij filled backwards from step j's anchor (its last token) over
+                the tokens up to it, plus o_i on every token; with rm_coef = 0, o_i on the last token only.
+                R_i = mean of the *distinct* nonzero r_t; A_i = z-score of R_i in the group;
+                A_t = (r_t - 1) A_i if A_i > 0 and r_t > 1; r_t A_i if A_i > 0; (1 - r_t) A_i if A_i <= 0;
+                and A_t = 0 wherever r_t = 0. Here the "tokens" are the steps (one anchor each); token for
+                token, with the separator placement, is ``rollout_rewards.process_token_advantages``.
   deepseekmath: DeepSeekMath process supervision (Shao et al. 2024, Sec. 4.1.3; Reward-SQL appendix A.3.1).
                 s~_ij = (s_ij - mean(R_g)) / (std(R_g) + eps) over all step scores R_g of the group;
                 A_ij = sum_{j' >= j} s~_ij' (return-to-go over steps). Outcomes are not used (the formula has none).
@@ -47,20 +51,70 @@ def _paper(steps, out, g, eps, ddof):
     return [ai * s if ai > 0 else ai * (1.0 - s) for ai, s in zip(a, steps)]
 
 
-def _released(steps, out, g, eps, ddof, rm_coef):
-    token_r = [rm_coef * s + o for s, o in zip(steps, out)]
-    resp = []
-    for r in token_r:
-        distinct = np.unique(r[r != 0])  # the released code averages the set of distinct nonzero token rewards
-        resp.append(distinct.mean() if distinct.size else 0.0)
-    a = np.concatenate([_zscore(chunk, eps, ddof) for chunk in np.asarray(resp).reshape(-1, g)])
+def released_rewards(step_scores, anchors, length: int, outcome: float, rm_coef: float = 1.0) -> np.ndarray:
+    """[length] float64 token rewards of one response as the released RewardSQL reward manager builds them
+    (``verl/workers/reward_manager/custom.py`` on the PRM worker's ``rm_scores``).
+
+    ``rm_coef * step_scores[j]`` is placed at token ``anchors[j]`` (-1: nowhere; a later step sharing an
+    anchor overwrites it); each nonzero placed value then fills backwards over the tokens after the previous
+    nonzero one up to itself (a zero score is skipped, so its tokens take the next nonzero step's value;
+    tokens after the last nonzero anchor stay 0), and the outcome is added to every token. With
+    ``rm_coef == 0`` no PRM value is placed and the outcome sits on the last token only (the shipped
+    ``grpo_trainer.yaml``)."""
+    scores = np.asarray(step_scores, np.float64).reshape(-1)
+    anchors = np.asarray(anchors, np.int64).reshape(-1)
+    if rm_coef < 0:
+        raise ValueError(f"rm_coef={rm_coef}: the PRM weight must be >= 0")
+    if scores.shape != anchors.shape:
+        raise ValueError(f"{scores.size} step scores but {anchors.size} anchors: pass one anchor per step")
+    if anchors.size and anchors.max() >= length:
+        raise ValueError(f"anchor {int(anchors.max())} is past the last of {length} tokens")
+    r = np.zeros(length, np.float64)
+    if length == 0:
+        return r
+    if rm_coef == 0:
+        r[-1] = outcome
+        return r
+    for a, v in zip(anchors, scores):
+        if a >= 0:
+            r[a] = rm_coef * v
+    nz = np.nonzero(r)[0]
+    filled = np.zeros(length, np.float64)
+    if nz.size:
+        owner = np.searchsorted(nz, np.arange(nz[-1] + 1))  # first nonzero anchor at or after each token
+        filled[:nz[-1] + 1] = r[nz[owner]]
+    return filled + outcome
+
+
+def released_advantages(token_rewards: Sequence[np.ndarray], group_size: int, *, eps: float = 1e-6,
+                        ddof: int = 1) -> list[np.ndarray]:
+    """Per-token advantages of the released ``compute_grpo_process_advantage_avg_unique`` (RewardSQL's verl
+    ``trainer/ppo/core_algos.py``) over contiguous groups of ``group_size`` responses.
+
+    R_i = mean of the distinct nonzero values of ``token_rewards[i]`` (0 if none); A_i = (R_i - mean_g) /
+    (std_g + eps) (Bessel by default); token t gets (r_t - 1) A_i if A_i > 0 and r_t > 1, r_t A_i if A_i > 0,
+    (1 - r_t) A_i if A_i <= 0, and 0 where r_t = 0. Deliberate difference: a group whose R_i are all equal
+    gets exactly 0, where the released float32 mean of equal values can be off by an ulp, which divided by
+    (0 + 1e-6) gives advantages of up to ~0.1 in either direction (a group of one response is all-equal: 0,
+    as in the released code). Returns float32 arrays.
+    """
+    rewards = [np.asarray(r, np.float64).reshape(-1) for r in token_rewards]
+    if not isinstance(group_size, int) or group_size < 1 or len(rewards) % group_size:
+        raise ValueError(f"{len(rewards)} responses in groups of group_size={group_size!r}: pass all completions "
+                         f"of every prompt, grouped contiguously.")
+    resp = np.asarray([np.unique(r[r != 0]).mean() if np.any(r != 0) else 0.0 for r in rewards])
+    a = np.concatenate([np.zeros(g.size) if np.all(g == g[0]) else _zscore(g, eps, ddof)
+                        for g in resp.reshape(-1, group_size)]) if resp.size else resp
     adv = []
-    for ai, r in zip(a, token_r):
-        if ai > 0:
-            adv.append(np.where(r > 1.0, (r - 1.0) * ai, r * ai))
-        else:
-            adv.append((1.0 - r) * ai)
+    for ai, r in zip(a, rewards):
+        v = np.where(r > 1.0, (r - 1.0) * ai, r * ai) if ai > 0 else (1.0 - r) * ai
+        adv.append(np.where(r != 0, v, 0.0).astype(np.float32))
     return adv
+
+
+def _released(steps, out, g, eps, ddof, rm_coef):
+    rewards = [released_rewards(s, np.arange(s.size), s.size, o, rm_coef) for s, o in zip(steps, out)]
+    return released_advantages(rewards, g, eps=eps, ddof=ddof)
 
 
 def _deepseekmath(steps, g, eps, ddof):
@@ -87,7 +141,8 @@ def process_advantages(step_scores: Sequence[Sequence[float]], outcomes, group_s
       outcomes: [N] outcome rewards o_i (Reward-SQL: 1 if the execution result matches the gold, else 0).
       group_size: G, responses per prompt (contiguous).
       variant: "paper" | "released" | "deepseekmath" (see the module docstring for the formulas).
-      eps, ddof: std epsilon and degrees of freedom of the group z-scores; rm_coef: PRM weight ("released").
+      eps, ddof: std epsilon and degrees of freedom of the group z-scores.
+      rm_coef: PRM weight of "released" (ignored by the others); 0 puts the outcome on the last step only.
     Returns:
       N float32 arrays, the advantage of each step; a response without steps gets an empty array (and, for
       "paper"/"released", a process reward of 0). Broadcast to tokens with `steps_to_tokens`.

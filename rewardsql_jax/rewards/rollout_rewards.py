@@ -5,7 +5,8 @@ Three reward sources, one per algorithm family of the RL stage:
 * outcome (Reward-SQL Sec. 5.1, OR): 1 when the completion executes to the gold result under the BIRD rule
   (``set(pred_rows) == set(gold_rows)``), else 0; a non-executable completion gets 0;
 * process (Reward-SQL Sec. 5.1/5.3, PR): PRM step scores, turned into step advantages by
-  ``rewards.process_advantages`` and broadcast to every token of their step;
+  ``rewards.process_advantages`` and broadcast to every token of their step (variant "released": the released
+  code's token rewards and advantages, token for token, ``process_token_advantages``);
 * clause (EXPO-SQL Sec. 3.2 Eqs. 1-3, Eq. 4): ``sql.clause_rewards`` per completion, every token of a clause
   carrying that clause's reward.
 
@@ -34,8 +35,8 @@ from ..sql.clause_rewards import ClauseRewards, RewardOptions, clause_rewards
 from ..sql.compare import exec_match_batch, results_match
 from ..sql.execute import ExecResult
 from .advantages import group_advantages
-from .process import process_advantages
-from .token_align import blank_line_spans, clause_token_values, spans_to_token_values
+from .process import process_advantages, released_advantages, released_rewards
+from .token_align import blank_line_spans, clause_token_values, released_step_anchors, spans_to_token_values
 
 @dataclasses.dataclass(frozen=True)
 class DecodedCompletion:
@@ -201,10 +202,25 @@ def outcome_advantages(outcomes, group_size: int) -> np.ndarray:
 
 
 def process_token_advantages(completions: Sequence[DecodedCompletion], step_scores: Sequence[Sequence[float]],
-                             outcomes, group_size: int, *, variant: str = "paper") -> list[np.ndarray]:
+                             outcomes, group_size: int, *, variant: str = "paper",
+                             rm_coef: float = 1.0) -> list[np.ndarray]:
     """Per-token advantages [T_i] from PRM step scores and OR (Reward-SQL Sec. 5.3, variant "paper" |
-    "released"; "deepseekmath": appendix A.3.1, outcomes unused). Scores are first aligned to the blocks."""
+    "released"; "deepseekmath": appendix A.3.1, outcomes unused). Scores are first aligned to the blocks.
+
+    "paper" / "deepseekmath": every token of block j (its closing "\\n\\n" included) carries A_ij.
+    "released": the released RewardSQL verl code token for token (``process.released_rewards`` /
+    ``released_advantages``): block j's score sits on the token holding its last char
+    (``token_align.released_step_anchors``) and fills backwards, so the "\\n\\n" tokens after it carry block
+    j+1's value; ``rm_coef`` weights the PRM (this variant only, ignored by the others; 0: the outcome on the
+    last token only, and the advantage is nonzero only there)."""
     aligned = [align_step_scores(c, s) for c, s in zip(completions, step_scores)]
+    if variant == "released":
+        out = np.asarray(outcomes, np.float64).reshape(-1)
+        if len(out) != len(completions):
+            raise ValueError(f"{len(completions)} completions but {len(out)} outcomes: give one per completion")
+        rewards = [released_rewards(s, released_step_anchors(c.text, c.offsets), len(c.offsets), o, rm_coef)
+                   for c, s, o in zip(completions, aligned, out)]
+        return released_advantages(rewards, group_size)
     step_adv = process_advantages(aligned, outcomes, group_size, variant=variant)
     return [step_token_values(c, a) for c, a in zip(completions, step_adv)]
 

@@ -85,17 +85,44 @@ def cocte_step_spans(text: str) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-def blank_line_spans(text: str, sep: str = "\n\n") -> list[tuple[int, int]]:
-    """Segments of ``text`` split at ``sep`` (the PRM's step boundary, DESIGN.md), each separator attached
-    to the segment it ends; works for any text, parseable or not."""
-    spans, start = [], 0
+def blank_line_spans(text: str, sep: str = "\n\n", *, separator: str = "end") -> list[tuple[int, int]]:
+    """Segments of ``text`` split at ``sep`` (the PRM's step boundary, DESIGN.md); works for any text,
+    parseable or not. ``separator``: "end" attaches each separator to the segment it ends (the paper and
+    DeepSeekMath placement); "next" to the segment it starts, so segment j ends where the j-th separator
+    begins (the released RewardSQL placement, ``released_step_anchors``). Separators are found left to right
+    without overlap, as ``str.find`` from the end of the previous one."""
+    if separator not in ("end", "next"):
+        raise ValueError(f"separator={separator!r}: use 'end' (segment it ends) or 'next' (segment it starts)")
+    spans, start, cut = [], 0, 0  # start: where the next search begins; cut: where the next segment begins
     while True:
         i = text.find(sep, start)
         if i < 0:
-            spans.append((start, len(text)))
+            spans.append((cut, len(text)))
             return spans
-        spans.append((start, i + len(sep)))
-        start = i + len(sep)
+        end = i + len(sep) if separator == "end" else i
+        spans.append((cut, end))
+        start, cut = i + len(sep), end
+
+
+def released_step_anchors(text: str, offsets, sep: str = "\n\n") -> np.ndarray:
+    """[K] token index holding each "\\n\\n" block's score in the released RewardSQL code (K blocks of
+    ``blank_line_spans``; -1 for a block whose score sits on no token).
+
+    The released PRM worker (``verl/workers/fsdp_workers.py``, ``_expand_to_token_level_steps``) puts the
+    j-th step score on token ``len(encode(response[:pos_j])) - 1`` (``pos_j`` = the j-th separator) and the
+    last score on the last response token; the reward manager then fills each score backwards over the tokens
+    up to it, so separator tokens after an anchor carry the *next* step's score. Here the anchor of block j
+    (j < K-1) is the last token starting before ``pos_j``, i.e. the token holding the block's last char: the
+    same token whenever ``response[:pos_j]`` re-tokenises as the sampled ids do (a BPE merge across the cut,
+    sampled but not in the re-encoded prefix, would shift the released index by one; we follow the chars).
+    A block ending at char 0 has no token (-1: the released code skips that score too). The last block's
+    anchor is the last token (EOS included when sampled)."""
+    tok = _offsets(offsets)
+    if len(tok) == 0:
+        return np.zeros(0, np.int64)
+    ends = [e for _, e in blank_line_spans(text, sep, separator="next")[:-1]]
+    anchors = [int(np.nonzero(tok[:, 0] < e)[0].max()) if np.any(tok[:, 0] < e) else -1 for e in ends]
+    return np.asarray(anchors + [len(tok) - 1], np.int64)
 
 
 def cocte_token_values(text: str, offsets, step_scores: Sequence[float], *, fill: float = 0.0,

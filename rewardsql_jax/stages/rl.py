@@ -182,7 +182,7 @@ def _online_step(ctx, data, state, step_fn, step, host_fn, scorer, history, bar)
                          prompts_per_call=sampler_prompts(rl))
     sr = step_rewards(rl.algorithm, rl.advantage_variant, ro, group_size=rl.samples_per_prompt, scorer=scorer,
                       length=data.length, pad_id=pad,
-                      completion_length=rl.max_new_tokens if rl.shared_prefix else None)
+                      completion_length=rl.max_new_tokens if rl.shared_prefix else None, rm_coef=rl.rm_coef)
     t_train = time.perf_counter()
     state, m = step_fn(state, sr.batch)
     jax.block_until_ready(m["loss"])

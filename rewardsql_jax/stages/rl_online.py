@@ -72,9 +72,10 @@ def train_batch(ro: Rollouts, *, group_size: int, length: int, pad_id: int, comp
 
 
 def step_rewards(algorithm: str, variant: str, ro: Rollouts, *, group_size: int, scorer, length: int,
-                 pad_id: int, completion_length: int | None = None) -> StepRewards:
+                 pad_id: int, completion_length: int | None = None, rm_coef: float = 1.0) -> StepRewards:
     """Rewards, advantages and the train batch of one rollout batch (module docstring); ``completion_length``
-    set: a shared-prefix ``GroupedRLBatch`` (``train_batch``)."""
+    set: a shared-prefix ``GroupedRLBatch`` (``train_batch``). ``rm_coef``: PRM weight of the "released"
+    variant (``rl.rm_coef``; its logged reward is rm_coef * PR + OR)."""
     outcomes = ro.outcomes.rewards
     scores, t0 = None, time.perf_counter()
     if algorithm in ("grpo", "grpo_deepseekmath"):
@@ -91,9 +92,11 @@ def step_rewards(algorithm: str, variant: str, ro: Rollouts, *, group_size: int,
         per_seq = np.asarray([v.mean() if len(v) else 0.0 for v in values], np.float32)
         return StepRewards(batch, per_seq, None)
     v = variant if algorithm == "grpo" else "deepseekmath"
-    values = process_token_advantages(ro.completions, scores, outcomes, group_size, variant=v)
+    values = process_token_advantages(ro.completions, scores, outcomes, group_size, variant=v, rm_coef=rm_coef)
     batch = train_batch(ro, token_values=values, **kw)
     pr = np.asarray([process_reward(s) for s in scores], np.float32)
+    if v == "released":
+        pr = np.float32(rm_coef) * pr
     return StepRewards(batch, pr + outcomes if algorithm == "grpo" else pr, scores, score_seconds)
 
 

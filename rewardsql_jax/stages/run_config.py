@@ -145,6 +145,9 @@ class RLConfig:
 
     algorithm: str = "grpo"          # grpo (PRM+outcome, Sec. 5.3) | grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs
     advantage_variant: str = "paper"  # paper | released (process advantage of Sec. 5.3)
+    rm_coef: float = 1.0              # PRM weight in the token rewards; only algorithm "grpo" with
+                                      # advantage_variant="released" uses it (ignored otherwise); 0 = the released
+                                      # grpo_trainer.yaml: outcome on the last token only, advantage only there
     steps: int = 20
     prompts_per_step: int = 8
     samples_per_prompt: int = 8
@@ -164,6 +167,8 @@ class RLConfig:
     def __post_init__(self):
         require_choice(self, "algorithm", RL_ALGORITHMS)
         require_choice(self, "advantage_variant", ("paper", "released"))
+        if not self.rm_coef >= 0:
+            raise ValueError(f"rl.rm_coef must be >= 0, got {self.rm_coef}")
         require_positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every")
         if self.stop_after < 0:
             raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")

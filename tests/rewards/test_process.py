@@ -24,6 +24,8 @@ def test_released_variant_uses_distinct_nonzero_token_rewards():
     out = [0.0, 0.0, 1.0, 1.0]
     rm = 2.0
     tok = [rm * np.array(s) + o for s, o in zip(steps, out)]  # [1, 1, 1.6], [0, 0.6], [1.4], [2.8, 1.2]
+    # the released reward manager fills backwards from nonzero scores only: the 0.0 step takes the next one's
+    tok[1] = np.array([0.6, 0.6])
     resp = np.array([np.mean([1.0, 1.6]), 0.6, 1.4, np.mean([2.8, 1.2])])  # distinct, nonzero
     a = np.concatenate([(g - g.mean()) / (g.std(ddof=1) + 1e-6) for g in resp.reshape(2, 2)])
     adv = process_advantages(steps, out, 2, variant="released", rm_coef=rm)
