@@ -1,15 +1,22 @@
-"""to_cocte success rate on Spider gold SQL (Reward-SQL section 4.1 cold-start conversion).
+"""to_cocte on Spider / BIRD gold SQL: decomposition rates and execution equivalence (Reward-SQL section 4.1,
+cold-start conversion; Figure 7 asks for one CTE per logical operation).
 
-For every gold query whose database is present: convert with ``convert_to_cocte``, check that the result
-round-trips through ``split_cocte``, execute both and compare (ordered row lists when the gold query has a
-top-level ORDER BY, else multisets of rows; the column count must match). Prints total, converted,
-non-trivial (structured rewrite, not the single-CTE fallback) and execute-equal rates.
+For every Spider gold query whose database is present and whose gold executes: convert with
+``convert_to_cocte`` (given the database's table columns as ``schema``), check that the result round-trips
+through ``split_cocte``, execute both and compare (ordered row lists when the gold query has a top-level
+ORDER BY, else multisets of rows; the column count must match). Prints the structured share (no single-CTE
+fallback), the >= 2-step share among the queries with a JOIN, WHERE, GROUP BY or sub-query
+(``cocte_checks.needs_steps``), the step-count histograms, fallback and single-step reason codes, the
+execute-equal count and, with ``--check-steps``, the step checks of ``cocte_checks.step_issues``
+(unreferenced CTE, rename-only CTE, a step whose prefix does not execute).
 
-    python benchmarks/cocte_conversion.py [--split dev|train|all] [--limit N] [--show-failures K] [--bird]
+    python benchmarks/cocte_conversion.py [--split dev|train|all] [--limit N] [--check-steps] [--bird]
+                                          [--no-schema] [--show-failures K]
 
-``--bird`` also converts the BIRD dev gold SQL. No BIRD databases are shipped, so the script builds empty
-SQLite databases from ``dev_tables.json`` in a temp dir and reports how many converted queries *compile and
-run* wherever the gold query does (catches name-resolution bugs; says nothing about row equality).
+``--bird`` also converts the BIRD dev gold SQL (schema from ``dev_tables.json``). No BIRD databases are
+shipped, so it reports conversion and step counts, and how many converted queries (and step prefixes) *run*
+on empty SQLite databases built from ``dev_tables.json`` wherever the gold query does (catches
+name-resolution bugs; says nothing about row equality).
 """
 from __future__ import annotations
 
@@ -23,9 +30,9 @@ from collections import Counter
 from pathlib import Path
 
 import sqlglot
-from sqlglot import exp
 
 from rewardsql_jax.sql.cocte import split_cocte
+from rewardsql_jax.sql.cocte_checks import needs_steps, step_issues, table_columns
 from rewardsql_jax.sql.execute import execute
 from rewardsql_jax.sql.to_cocte import convert_to_cocte
 
@@ -46,82 +53,126 @@ def load(split: str) -> list[tuple[Path, str]]:
     return out
 
 
-def has_top_order(sql: str) -> bool:
-    tree = sqlglot.parse_one(sql, read="sqlite")
-    return tree.args.get("order") is not None
-
-
 def same_result(a, b, ordered: bool) -> bool:
     if len(a.columns) != len(b.columns):
         return False
     return list(a.rows) == list(b.rows) if ordered else Counter(a.rows) == Counter(b.rows)
 
 
-def check(db: Path, sql: str) -> tuple[str, bool, str]:
-    """-> (status, fallback, detail); status: 'equal' | 'differs' | 'error' | 'noconvert' | 'skip'."""
-    gold = execute(db, sql, timeout_s=30.0)
-    if not db.exists() or not gold.ok:
-        return "skip", False, gold.error or ""
-    try:
-        conv = convert_to_cocte(sql)
-        steps = split_cocte(conv.sql).steps
-        assert steps, "no steps"
-    except Exception as e:  # noqa: BLE001 -- counted and reported
-        return "noconvert", False, repr(e)
-    res = execute(db, conv.sql, timeout_s=30.0)
-    if not res.ok:
-        return "error", conv.fallback, f"{res.error}\n{conv.sql}"
-    ok = same_result(gold, res, has_top_order(sql))
-    return ("equal" if ok else "differs"), conv.fallback, "" if ok else conv.sql
+class Tally:
+    """Counts for one split."""
+
+    def __init__(self):
+        self.c, self.steps, self.steps_ops = Counter(), Counter(), Counter()
+        self.fallback, self.single, self.issues, self.fails = Counter(), Counter(), Counter(), []
+
+    def add_conversion(self, sql: str, conv) -> None:
+        ops = needs_steps(sql)
+        self.c["total"] += 1
+        self.c["structured"] += not conv.fallback
+        self.steps[conv.steps] += 1
+        if conv.fallback:
+            self.fallback[conv.code] += 1
+        if ops:
+            self.c["ops"] += 1
+            self.c["ops_multi"] += conv.steps >= 2
+            self.steps_ops[conv.steps] += 1
+            if conv.steps < 2 and not conv.fallback:
+                self.single[conv.single_step] += 1
+
+    def report(self, name: str, executed: bool, checked: bool) -> None:
+        c, n = self.c, max(self.c["total"], 1)
+        print(f"{name}: gold queries {n}; structured (no single-CTE fallback) {c['structured']} "
+              f"({c['structured'] / n:.2%}); fallback {n - c['structured']} reasons {dict(self.fallback)}")
+        print(f"  with JOIN/WHERE/GROUP BY/sub-query: {c['ops']}; >= 2 steps {c['ops_multi']} "
+              f"({c['ops_multi'] / max(c['ops'], 1):.2%}); structured single-step reasons {dict(self.single)}")
+        print(f"  steps histogram (all) {dict(sorted(self.steps.items()))}; "
+              f"(with JOIN/WHERE/GROUP BY/sub-query) {dict(sorted(self.steps_ops.items()))}")
+        if executed:
+            print(f"  execute-equal {c['equal']} ({c['equal'] / n:.2%}); differs {c['differs']}, error {c['error']}")
+        if checked:
+            print(f"  step checks: CoCTEs with an issue {c['with_issue']} (with JOIN/WHERE/GROUP BY/sub-query "
+                  f"{c['ops_with_issue']}); issues {dict(self.issues)}")
 
 
-def empty_bird_dbs(tmp: Path) -> dict[str, Path]:
-    """Empty SQLite databases with the BIRD dev schemas (tables and typed columns from dev_tables.json)."""
-    out = {}
+def spider_report(pairs, args) -> None:
+    t0, tally, skipped = time.perf_counter(), Tally(), 0
+    schemas: dict[Path, dict] = {}
+    for db, sql in pairs:
+        gold = execute(db, sql, timeout_s=30.0)
+        if not db.exists() or not gold.ok:
+            skipped += 1
+            continue
+        if db not in schemas:
+            schemas[db] = {} if args.no_schema else table_columns(db)
+        conv = convert_to_cocte(sql, schema=schemas[db] or None)
+        assert split_cocte(conv.sql).steps, sql
+        tally.add_conversion(sql, conv)
+        res = execute(db, conv.sql, timeout_s=30.0)
+        ordered = sqlglot.parse_one(sql, read="sqlite").args.get("order") is not None
+        status = "error" if not res.ok else "equal" if same_result(gold, res, ordered) else "differs"
+        tally.c[status] += 1
+        if status != "equal":
+            tally.fails.append((status, sql, f"{res.error}\n{conv.sql}"))
+        if args.check_steps:
+            issues = step_issues(conv.sql, db)
+            tally.issues.update(i.split(":")[0] for i in issues)
+            tally.c["with_issue"] += bool(issues)
+            tally.c["ops_with_issue"] += bool(issues) and needs_steps(sql)
+    print(f"split={args.split} gold queries={len(pairs)} skipped (missing DB / gold error)={skipped}")
+    tally.report(f"Spider {args.split}", executed=True, checked=args.check_steps)
+    print(f"  elapsed {time.perf_counter() - t0:.1f}s")
+    for status, sql, detail in tally.fails[:args.show_failures]:
+        print(f"--- {status}: {sql}\n{detail}\n")
+
+
+def empty_bird_dbs(tmp: Path) -> tuple[dict[str, Path], dict[str, dict]]:
+    """Empty SQLite databases with the BIRD dev schemas (tables and typed columns from dev_tables.json), and
+    the ``schema`` argument of ``convert_to_cocte`` for each database."""
+    dbs, schemas = {}, {}
     for t in json.loads((DATA / "bird" / "dev" / "dev_tables.json").read_text()):
         path = tmp / f"{t['db_id']}.sqlite"
-        cols: dict[int, list[str]] = {}
+        cols: dict[int, list[tuple[str, str]]] = {}
         for (ti, name), typ in zip(t["column_names_original"], t["column_types"]):
             if ti >= 0:
-                cols.setdefault(ti, []).append(f'"{name}" {typ.upper()}')
+                cols.setdefault(ti, []).append((name, typ))
         with sqlite3.connect(path) as conn:
             for ti, table in enumerate(t["table_names_original"]):
-                conn.execute(f'CREATE TABLE "{table}" ({", ".join(cols.get(ti, ["dummy TEXT"]))})')
-        out[t["db_id"]] = path
-    return out
+                typed = [f'"{c}" {typ.upper()}' for c, typ in cols.get(ti, [])] or ["dummy TEXT"]
+                conn.execute(f'CREATE TABLE "{table}" ({", ".join(typed)})')
+        dbs[t["db_id"]] = path
+        schemas[t["db_id"]] = {table: [c for c, _ in cols.get(ti, [])]
+                               for ti, table in enumerate(t["table_names_original"])}
+    return dbs, schemas
 
 
-def bird_report() -> None:
+def bird_report(args) -> None:
     lines = [ln for ln in (DATA / "bird" / "dev" / "dev_gold.sql").read_text().splitlines() if ln.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="bird_empty_"))
-    dbs = empty_bird_dbs(tmp)
-    ok = fallback = gold_runs = both_run = 0
-    reasons, steps = Counter(), Counter()
+    dbs, schemas = empty_bird_dbs(tmp)
+    tally, unparsed, gold_runs, both_run = Tally(), 0, 0, 0
     for line in lines:
         sql, db_id = line.rsplit("\t", 1)
         try:
-            conv = convert_to_cocte(sql)
-            n = len(split_cocte(conv.sql).steps)
-        except ValueError as e:
-            reasons[f"ValueError: {str(e)[:50]}"] += 1
+            conv = convert_to_cocte(sql, schema=None if args.no_schema else schemas[db_id])
+            split_cocte(conv.sql)
+        except ValueError:
+            unparsed += 1
             continue
-        ok += 1
-        steps[n] += 1
-        if conv.fallback:
-            fallback += 1
-            reasons[conv.reason[:60]] += 1
+        tally.add_conversion(sql, conv)
         if execute(dbs[db_id], sql).ok:
             gold_runs += 1
-            res = execute(dbs[db_id], conv.sql)
-            both_run += res.ok
-            if not res.ok:
-                reasons[f"converted fails on empty DB: {res.error[:40]}"] += 1
+            runs = execute(dbs[db_id], conv.sql).ok
+            issues = step_issues(conv.sql, dbs[db_id]) if args.check_steps else []
+            both_run += runs
+            tally.issues.update(i.split(":")[0] for i in issues)
+            tally.c["with_issue"] += bool(issues)
+            tally.c["ops_with_issue"] += bool(issues) and needs_steps(sql)
     shutil.rmtree(tmp)
-    print(f"BIRD dev gold on empty schema DBs: gold runs {gold_runs}, converted also runs {both_run} "
-          f"({both_run / max(gold_runs, 1):.2%})")
-    print(f"BIRD dev gold: {len(lines)}; converted + round-trip {ok} ({ok / len(lines):.2%}); "
-          f"fallback {fallback} ({fallback / len(lines):.2%}); steps histogram {dict(sorted(steps.items()))}")
-    print(f"  fallback / failure reasons: {dict(reasons.most_common(8))}")
+    tally.report(f"BIRD dev gold ({len(lines)} lines, {unparsed} do not parse)", executed=False,
+                 checked=args.check_steps)
+    print(f"  on empty schema DBs: gold runs {gold_runs}, converted also runs {both_run} "
+          f"({both_run / max(gold_runs, 1):.2%}); step checks above are on those DBs")
 
 
 def main() -> None:
@@ -129,39 +180,16 @@ def main() -> None:
     ap.add_argument("--split", default="all", choices=["dev", "train", "all"])
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--show-failures", type=int, default=5)
+    ap.add_argument("--check-steps", action="store_true", help="run cocte_checks.step_issues on every CoCTE")
+    ap.add_argument("--no-schema", action="store_true", help="convert without the databases' table columns")
     ap.add_argument("--bird", action="store_true")
     args = ap.parse_args()
     if args.bird:
-        bird_report()
-    pairs = load(args.split)
-    if args.limit:
-        pairs = pairs[:args.limit]
-    t0 = time.perf_counter()
-    counts, fallbacks, fails = Counter(), 0, []
-    reasons, steps = Counter(), Counter()
-    for db, sql in pairs:
-        status, fb, detail = check(db, sql)
-        counts[status] += 1
-        if status != "skip":
-            steps[len(split_cocte(convert_to_cocte(sql).sql).steps)] += 1
-        if status != "skip" and fb:
-            fallbacks += 1
-            reasons[convert_to_cocte(sql).reason.split(".")[0][:60]] += 1
-        if status in ("differs", "error", "noconvert"):
-            fails.append((status, sql, detail))
-    total = sum(v for k, v in counts.items() if k != "skip")
-    converted = total - counts["noconvert"]
-    print(f"split={args.split} gold queries={len(pairs)} skipped (missing DB / gold error)={counts['skip']}")
-    print(f"total executable gold: {total}")
-    print(f"converted + round-trips split_cocte: {converted} ({converted / total:.2%})")
-    print(f"non-trivial (structured, not fallback): {converted - fallbacks} ({(converted - fallbacks) / total:.2%})")
-    print(f"fallback (single CTE): {fallbacks} ({fallbacks / total:.2%})  reasons: {dict(reasons.most_common(8))}")
-    print(f"execute-equal: {counts['equal']} ({counts['equal'] / total:.2%}); differs {counts['differs']}, "
-          f"error {counts['error']}")
-    print(f"steps per CoCTE histogram: {dict(sorted(steps.items()))}")
-    print(f"elapsed {time.perf_counter() - t0:.1f}s")
-    for status, sql, detail in fails[:args.show_failures]:
-        print(f"--- {status}: {sql}\n{detail}\n")
+        bird_report(args)
+    splits = ["dev", "train"] if args.split == "all" else [args.split]
+    for split in splits:
+        pairs = load(split)
+        spider_report(pairs[:args.limit] if args.limit else pairs, argparse.Namespace(**{**vars(args), "split": split}))
 
 
 if __name__ == "__main__":
