@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rewardsql_jax.config import apply_overrides, load_config  # noqa: E402
-from rewardsql_jax.distributed import maybe_initialize_distributed  # noqa: E402
+from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed  # noqa: E402
 from rewardsql_jax.planning.launch import run_plan, split_plan_overrides  # noqa: E402
 from rewardsql_jax.stages.memory_check import WillNotFit  # noqa: E402
 from rewardsql_jax.stages.report import print_summary  # noqa: E402
@@ -33,22 +33,26 @@ def main(argv=None) -> int:
         config = apply_overrides(load_config(args.config), overrides)
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
+    if plan_opts is None:  # one process per host on a pod (JAX_* / TPU environment): join the others
+        maybe_initialize_distributed()
     if getattr(config, "pipeline", None) == "conductor":  # SQLConductor (configs/conductor_*.py)
         from rewardsql_jax.stages.conductor import print_summary as conductor_summary
         from rewardsql_jax.stages.conductor import run_conductor
 
-        conductor_summary(config, run_conductor(config))
+        results = run_conductor(config)
+        if is_primary():
+            conductor_summary(config, results)
         return 0
     if plan_opts is not None:  # AOT memory/FLOPs plan on simulated devices; allocates nothing
         run_plan(config, plan_opts)
         return 0
-    maybe_initialize_distributed()
     try:
         results = run_pipeline(config)
     except WillNotFit as e:  # the AOT memory check before training: its message is the whole story
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print_summary(config, results)
+    if is_primary():
+        print_summary(config, results)
     return 0
 
 

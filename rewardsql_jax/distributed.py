@@ -31,3 +31,78 @@ def maybe_initialize_distributed(env=None) -> bool:
                       num_processes=int(env["JAX_NUM_PROCESSES"]), process_id=int(env["JAX_PROCESS_ID"]))
     jax.distributed.initialize(**kwargs)
     return True
+
+
+# ---- N processes, one program ------------------------------------------------------------------------------
+# Every process runs the same stages on the same seeded host data, so each holds the same host batch; a batch
+# becomes a global array by each process filling the shards of its own devices (``global_array``), and device
+# results come back to every host with ``fetch``. Files shared by the run are written by the primary process.
+
+
+def process_count() -> int:
+    import jax
+
+    return jax.process_count()
+
+
+def is_primary() -> bool:
+    """Whether this process writes the run's shared files (metrics, logs, models, predictions, plots)."""
+    import jax
+
+    return jax.process_index() == 0
+
+
+def barrier(name: str) -> None:
+    """Wait until every process reaches this point (a no-op with one process)."""
+    if process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def speaker() -> str:
+    """Log prefix naming the process that speaks when there are several ("" with one)."""
+    import jax
+
+    return f"[process {jax.process_index()}/{jax.process_count()}] " if jax.process_count() > 1 else ""
+
+
+def global_array(value, sharding):
+    """The host array ``value`` (the same on every process) as a jax.Array laid out by ``sharding``: each process
+    supplies the shards of its own devices."""
+    import jax
+    import numpy as np
+
+    value = np.asarray(value)
+    return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+
+
+def to_global(tree, shardings):
+    """Host (numpy) leaves of ``tree`` as global arrays with the matching ``shardings`` leaf when several processes
+    share the mesh; ``tree`` unchanged with one process (jit then places host arrays itself)."""
+    if process_count() == 1:
+        return tree
+    import jax
+    import numpy as np
+
+    return jax.tree.map(lambda x, s: global_array(x, s) if isinstance(x, (np.ndarray, np.generic)) else x,
+                        tree, shardings)
+
+
+def fetch(tree):
+    """``tree``'s arrays as host numpy arrays on every process, also arrays whose shards live on other
+    processes' devices (gathered across processes)."""
+    import jax
+
+    if process_count() == 1 or all(getattr(x, "is_fully_addressable", True) for x in jax.tree.leaves(tree)):
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def spans_processes(tree) -> bool:
+    """Whether some array of ``tree`` has shards on another process's devices."""
+    import jax
+
+    return process_count() > 1 and any(not getattr(x, "is_fully_addressable", True) for x in jax.tree.leaves(tree))

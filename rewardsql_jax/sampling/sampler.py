@@ -25,6 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
+from jax.sharding import NamedSharding, PartitionSpec
+
+from ..distributed import fetch, spans_processes, to_global
 from ..models.transformer import KVCache, init_cache
 from .inputs import check_options, normalize_eos, pad_prompts
 from .logits_processing import sample_tokens
@@ -172,10 +175,14 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
     width = max(4, -(-len(eos) // 4) * 4)
     eos_ids = jnp.asarray(eos + (-1,) * (width - len(eos)), dtype=jnp.int32)
     pad = jnp.int32(pad_id)
-    st = _prefill(graphdef, state, batch.ids, batch.mask, batch.lengths, jax.random.key(seed), temp, p, eos_ids,
-                  pad, opts=opts)
+    ids, mask, lengths = batch.ids, batch.mask, batch.lengths
+    if spans_processes(state):  # a model sharded over several processes: the prompts enter replicated
+        replicated = NamedSharding(jax.tree.leaves(state)[0].sharding.mesh, PartitionSpec())
+        ids, mask, lengths, temp, p, eos_ids, pad = to_global(
+            tuple(np.asarray(x) for x in (ids, mask, lengths, temp, p, eos_ids, pad)), (replicated,) * 7)
+    st = _prefill(graphdef, state, ids, mask, lengths, jax.random.key(seed), temp, p, eos_ids, pad, opts=opts)
     st = _decode(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
-    tokens, logprobs, steps = jax.device_get((st.tokens, st.logprobs, st.step))
+    tokens, logprobs, steps = fetch((st.tokens, st.logprobs, st.step))
     out_tokens, out_logprobs, finished = _to_lists(tokens, logprobs, max_new_tokens, eos)
     return GenerationResult(tokens=out_tokens, logprobs=out_logprobs, prompt_lengths=[int(n) for n in batch.lengths for _ in range(num_samples)],
                             finished=finished, num_samples=num_samples, steps=int(steps))

@@ -15,6 +15,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rewardsql_jax.config import save_config
+from rewardsql_jax.distributed import barrier, is_primary, speaker
 from rewardsql_jax.training.metrics_log import ScalarLog, summary_line
 
 from .run_config import RunConfig
@@ -34,7 +35,8 @@ class RunContext:
     def create(cls, config: RunConfig) -> "RunContext":
         run_dir = Path(config.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(config, run_dir / "config.json")
+        if is_primary():
+            save_config(config, run_dir / "config.json")
         return cls(config=config, run_dir=run_dir)
 
     def stage_dir(self, stage: str) -> Path:
@@ -49,9 +51,11 @@ class RunContext:
         """Write the stage's metrics (marks it done for resume), append them to the run's JSONL log and write
         their numeric scalars to TensorBoard as ``final/<name>`` at the stage's last logged step."""
         metrics = {"stage": stage, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **metrics}
-        (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
-        self.log(metrics)
-        self.scalars().write(stage, metrics, prefix="final/")
+        if is_primary():
+            (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
+            self.log(metrics)
+            self.scalars().write(stage, metrics, prefix="final/")
+        barrier(f"finished {stage}")
         return metrics
 
     def metrics(self, stage: str) -> dict:
@@ -64,10 +68,12 @@ class RunContext:
     def log(self, record: dict) -> None:
         """Append ``record`` to ``log.jsonl``; a record with a ``step`` is also printed as one line and its
         numeric scalars go to ``tensorboard/<record["stage"]>``."""
+        if not is_primary():  # one process writes the run's log; the others would repeat it
+            return
         with open(self.run_dir / "log.jsonl", "a") as f:
             f.write(json.dumps(record, default=float) + "\n")
         if "step" in record:
-            tqdm.write(summary_line(record))
+            tqdm.write(speaker() + summary_line(record))
             self.scalars().write(record.get("stage", "run"), record)
 
     def scalars(self) -> ScalarLog:

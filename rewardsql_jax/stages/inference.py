@@ -11,6 +11,7 @@ import collections
 import json
 from pathlib import Path
 
+from rewardsql_jax.distributed import is_primary
 from rewardsql_jax.rewards.prm_scoring import PRMScorer, aggregate_steps
 
 from .context import RunContext
@@ -83,7 +84,8 @@ def run_inference(ctx: RunContext) -> dict:
     if inf.predictions_file:
         preds = [{"question_id": r["question_id"], "db_id": r["db_id"], "predictions": sql, "candidates": []}
                  for r, sql in zip(records, read_predictions(inf.predictions_file, records))]
-        (ctx.stage_dir("inference") / "predictions.json").write_text(json.dumps(preds, indent=1))
+        if is_primary():
+            (ctx.stage_dir("inference") / "predictions.json").write_text(json.dumps(preds, indent=1))
         return ctx.finish("inference", {"questions": len(records), "policies": [], "source": inf.predictions_file})
     tok, pool = ctx.tokenizer(), ctx.pool()
     prompts = [r["prompt"] for r in records]
@@ -117,7 +119,8 @@ def run_inference(ctx: RunContext) -> dict:
         p["best_of_n"] = cands[bon]["sql"] if bon is not None else (texts[0] if scorer else None)
         p["self_consistency"] = cands[sc]["sql"] if sc is not None else texts[0]
     out = ctx.stage_dir("inference") / "predictions.json"
-    out.write_text(json.dumps(preds, indent=1))
+    if is_primary():  # every process sampled the same predictions (same seeds, local models)
+        out.write_text(json.dumps(preds, indent=1))
     return ctx.finish("inference", {"questions": len(records), "policies": list(found),
                                     "candidates_per_question": inf.best_of_n, "prm_used": scorer is not None,
                                     "executable_candidate_rate": sum(c["signature"] is not None for p in preds

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flax import nnx
+
+from rewardsql_jax.distributed import barrier, fetch, is_primary, spans_processes
 from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained
 
 from .context import RunContext
@@ -27,9 +30,15 @@ def new_or_pretrained_policy(ctx: RunContext):
 
 
 def save_model(ctx: RunContext, model, path: Path) -> Path:
-    """``save_pretrained`` plus the run's tokenizer, so the directory is a complete HF checkpoint."""
-    save_pretrained(model, path)
-    ctx.tokenizer().save_pretrained(path)
+    """``save_pretrained`` plus the run's tokenizer, so the directory is a complete HF checkpoint. With several
+    processes every one gathers the sharded weights and the primary alone writes."""
+    if spans_processes(nnx.state(model)):
+        graphdef, state = nnx.split(model)
+        model = nnx.merge(graphdef, fetch(state))
+    if is_primary():
+        save_pretrained(model, path)
+        ctx.tokenizer().save_pretrained(path)
+    barrier(f"saved {path}")
     return path
 
 

@@ -30,6 +30,7 @@ import time
 import numpy as np
 from tqdm.auto import tqdm
 
+from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.search.omega_prm import (LabelledRollout, OmegaPRMConfig, Rollout, omega_prm_search,
                                             run_searches, step_labels)
 from rewardsql_jax.sql import dedup, distance_matrix, results_match, split_cocte
@@ -226,7 +227,9 @@ def run_prm_labels(ctx: RunContext) -> dict:
         records.extend(recs)
         for rec in recs:
             sources[rec["source"]] = sources.get(rec["source"], 0) + 1
-    write_jsonl(out / "labels.jsonl", records)
+    if is_primary():  # every process computed the same records
+        write_jsonl(out / "labels.jsonl", records)
+    barrier('prm_labels.py')
     labels = [y for rec in records for y in rec["step_labels"]]
     return ctx.finish("prm_labels", {
         "questions": len(chosen), "rollouts_sampled": sum(len(t) for t in sampled),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rewardsql_jax.distributed import is_primary
 from rewardsql_jax.training.checkpoint import Checkpointer
 from rewardsql_jax.training.state import TrainState
 
@@ -34,6 +35,8 @@ class RLCheckpoints:
         step = int(state.step)
         if step not in self.ck.all_steps():
             self.ck.save(state)
+        if not is_primary():  # Orbax writes the arrays from every process; the meta file is the primary's
+            return
         tmp = self.meta_dir / f"{step}.json.tmp"
         tmp.write_text(json.dumps({"next_step": int(next_step), "history": history}, default=float))
         tmp.replace(self.meta_dir / f"{step}.json")

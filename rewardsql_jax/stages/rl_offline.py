@@ -24,6 +24,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 
 from .context import RunContext
@@ -58,7 +59,9 @@ def _candidates(ctx: RunContext, data, state) -> list[dict]:
         pr, orr = aggregate_steps(scores[r], "min"), float(ro.outcomes.rewards[r])
         out.append({"question": int(q), "prompt_ids": p, "token_ids": t, "text": c.text, "step_scores": scores[r],
                     "pr": pr, "or": orr, "reward": pr + orr})
-    path.write_text("".join(json.dumps(c) + "\n" for c in out))
+    if is_primary():  # every process computed the same records
+        path.write_text("".join(json.dumps(c) + "\n" for c in out))
+    barrier('rl_offline.py')
     ctx.log({"stage": "rl", "candidates": len(out), "candidate_seconds": time.perf_counter() - t0,
              "candidate_tokens_per_s": ro.tokens / max(ro.sample_seconds, 1e-9)})
     return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 import importlib
 import time
 
+from rewardsql_jax.distributed import barrier, is_primary, speaker
+
 from .context import RunContext
 from .memory_check import check_memory
 from .run_config import STAGES, RunConfig
@@ -18,6 +20,11 @@ STAGE_FUNCTIONS = {
     "inference": "inference:run_inference",
     "evaluate": "evaluate:run_evaluate",
 }
+
+
+# Stages without device work: with several processes the primary runs them (they write the shared files the
+# other stages read) while the others wait; every other stage runs on every process over the shared mesh.
+HOST_STAGES = ("cold_start", "evaluate")
 
 
 def stage_function(name: str):
@@ -39,10 +46,14 @@ def run_pipeline(config: RunConfig, *, log=print) -> dict:
                 log(f"[{name}] already done in {ctx.run_dir} (resume): skipping")
                 results[name] = ctx.metrics(name)
                 continue
-            log(f"[{name}] running")
+            log(f"{speaker()}[{name}] running")
             t0 = time.perf_counter()
-            results[name] = stage_function(name)(ctx)
-            log(f"[{name}] done in {time.perf_counter() - t0:.1f}s")
+            if name in HOST_STAGES and not is_primary():
+                barrier(f"finished {name}")  # the primary runs it and writes its files; wait for them
+                results[name] = ctx.metrics(name)
+            else:
+                results[name] = stage_function(name)(ctx)
+            log(f"{speaker()}[{name}] done in {time.perf_counter() - t0:.1f}s")
     finally:
         ctx.close()
     return results

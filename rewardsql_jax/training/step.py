@@ -19,6 +19,7 @@ import optax
 from flax import nnx
 
 from rewardsql_jax import losses
+from rewardsql_jax.distributed import to_global
 from rewardsql_jax.models.config import resolve_dtype
 from rewardsql_jax.models.registry import build_model
 
@@ -151,6 +152,8 @@ class TrainStep:
         treedef = (jax.tree.structure(state), jax.tree.structure(batch))
         if self._jitted is None or treedef != self._treedef:  # other static parts / optional fields: rebuild
             self._jitted, self._treedef = self._build(state, batch), treedef
+        if self.mesh is not None:  # several processes: each fills its devices' rows of the same host batch
+            batch = to_global(batch, batch_shardings(batch, self.mesh))
         return self._jitted(state, batch)
 
 

@@ -178,7 +178,7 @@ def test_prm_trains_with_balanced_labels(scripted_run, tmp_path, balance):
 
 def test_result_annotations_keep_one_tag_per_label(scripted_run):
     ctx, _, _ = scripted_run
-    records = read_jsonl(ctx.run_dir / "prm_labels" / "labels.jsonl")
+    records = ctx.records("prm_labels", "labels.jsonl")  # db paths resolved against the run directory
     annotated = annotate_responses(ctx.pool(), records)
     tok = ctx.tokenizer()
     for rec, text in zip(records, annotated):

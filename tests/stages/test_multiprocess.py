@@ -1,0 +1,99 @@
+"""The pod launch, on this machine: ``launch/run.py`` as 2 processes x 2 CPU devices (gloo collectives, one
+coordinator on localhost), the way a TPU slice or a multi-node GPU job runs it, against 1 process x 4 devices:
+the same final parameters (fp32 tolerance) and the same EX table; one process writes the shared files."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from rewardsql_jax.models import from_pretrained
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+# 4 prompt groups: the shared-prefix RL batch splits over the 4 devices. RL on the outcome reward: with the PRM
+# in the reward, groups whose samples tie up to the PRM's fp32 noise (the two runs' PRMs differ by ~2e-7) get
+# z-scored advantages of that noise (std << the 1e-6 epsilon), so grpo's parameters agree only to ~1e-3.
+SMOKE = [str(ROOT / "launch" / "run.py"), "--config", str(ROOT / "configs" / "smoke.py"), "workers=1",
+         "rl.prompts_per_step=4", "rl.algorithm=grpo_outcome"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(devices: int, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env.update(extra)
+    return env
+
+
+def launch(args, *, processes: int, devices: int, log_dir: Path, timeout: float = 600) -> list[str]:
+    """Run ``python args...`` as ``processes`` cooperating processes; their outputs. Every process is killed
+    if one fails or the time runs out."""
+    port, procs, logs = _free_port(), [], []
+    for i in range(processes):
+        extra = {} if processes == 1 else dict(JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo", JAX_NUM_PROCESSES=str(processes),
+                                               JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_PROCESS_ID=str(i))
+        log = open(log_dir / f"process{i}.log", "w")
+        logs.append(log)
+        procs.append(subprocess.Popen([sys.executable, *args], env=_env(devices, **extra), stdout=log,
+                                      stderr=subprocess.STDOUT, cwd=ROOT))
+    try:
+        for p in procs:
+            p.wait(timeout=timeout)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+    outputs = [(log_dir / f"process{i}.log").read_text() for i in range(processes)]
+    for i, (p, out) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"process {i} exited with {p.returncode}:\n{out[-4000:]}"
+    return outputs
+
+
+def _params(path: Path):
+    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(from_pretrained(path), nnx.Param))]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    pod, single = tmp_path_factory.mktemp("pod"), tmp_path_factory.mktemp("single")
+    outs = launch([*SMOKE, f"run_dir={pod / 'run'}"], processes=2, devices=2, log_dir=pod)
+    launch([*SMOKE, f"run_dir={single / 'run'}"], processes=1, devices=4, log_dir=single)
+    return pod / "run", single / "run", outs
+
+
+@pytest.mark.parametrize("model", ["sft/policy", "prm/model", "rl/policy"])
+def test_two_processes_train_the_same_parameters_as_one(two_runs, model):
+    pod, single, _ = two_runs
+    for a, b in zip(_params(pod / model), _params(single / model)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_two_processes_give_the_same_ex_table_and_write_each_file_once(two_runs):
+    pod, single, outs = two_runs
+    ex = [json.loads((run / "evaluate" / "metrics.json").read_text())["ex"] for run in (pod, single)]
+    assert ex[0] == ex[1]
+    records = [json.loads(line) for line in (pod / "log.jsonl").read_text().splitlines()]
+    rl_steps = [r["step"] for r in records if r.get("stage") == "rl" and "or_rate" in r]
+    assert rl_steps == list(range(json.loads((pod / "config.json").read_text())["rl"]["steps"]))  # not twice
+    assert sum(r.get("stage") == "sft" and "finished_at" in r for r in records) == 1
+    for i, out in enumerate(outs):  # every process says who it is; both ran every stage to the end
+        assert f"[process {i}/2] [rl] done" in out and f"[process {i}/2] [evaluate] done" in out
+    assert "SFT greedy" in outs[0] and "SFT greedy" not in outs[1]  # the summary is printed once
