@@ -309,8 +309,9 @@ class StepBuilder:
         becomes a column of ``agg`` (the alias of an equal projected expression in ``known``, else a new
         ``having_*`` alias, recorded in ``known``)."""
         cond = cond.copy()
-        targets = [n for n in cond.walk(bfs=True) if (isinstance(n, exp.AggFunc) or isinstance(n, exp.Column)
-                   and not isinstance(n.this, exp.Star)) and not any(isinstance(p, exp.AggFunc) for p in _parents(n, cond))]
+        targets = [n for n in cond.walk(bfs=True)
+                   if (isinstance(n, exp.AggFunc) or isinstance(n, exp.Column) and not isinstance(n.this, exp.Star))
+                   and not any(isinstance(p, exp.AggFunc) for p in _parents(n, cond))]
         for t in targets:
             match = [a for e, a in known if e == t]
             if match:

@@ -38,11 +38,10 @@ from sqlglot.errors import SqlglotError
 
 from .cocte import _parse_single
 from .cocte_ast import (Namer, ident, is_aggregate, is_correlated, is_star_from_step, keep_output_name,
-                        main_table, outer_nodes, qualify, resolve_alias_refs, rewrite_columns, star_from)
+                        outer_nodes, qualify, resolve_alias_refs, rewrite_columns, star_from)
 from .cocte_steps import StepBuilder, Unsupported
 
 _D = "sqlite"
-_Unsupported = Unsupported
 
 
 @dataclasses.dataclass(frozen=True)

@@ -194,6 +194,17 @@ def test_ordering_and_limit_is_a_top_k_step(tiny_db):
     assert [s.name for s in real_steps(tiny_db, sql, convert_to_cocte(sql)).steps] == ["person_columns", "person_top"]
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT name FROM person WHERE city IS NOT NULL ORDER BY city LIMIT 1",  # Ann and Cid tie on Oslo
+    "SELECT T1.name FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id WHERE T2.kind = 'cat' "
+    "ORDER BY T2.weight DESC LIMIT 1",                                      # two cats of 4.0 kg
+    "SELECT name FROM person ORDER BY age DESC LIMIT 1 OFFSET 1",
+])
+def test_top_k_step_keeps_the_tied_rows(tiny_db, sql):
+    c = real_steps(tiny_db, sql, convert_to_cocte(sql))
+    assert c.steps[-1].name.endswith("_top") and "LIMIT 1" in c.steps[-1].body
+
+
 def test_correlated_subquery_stays_in_the_first_filter(tiny_db):
     sql = ("SELECT name FROM person AS p WHERE age > 20 AND score >= "
            "(SELECT avg(score) FROM person AS q WHERE q.city = p.city)")
