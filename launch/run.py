@@ -21,6 +21,7 @@ from rewardsql_jax.planning.launch import run_plan, split_plan_overrides  # noqa
 from rewardsql_jax.stages.memory_check import WillNotFit  # noqa: E402
 from rewardsql_jax.stages.report import print_summary  # noqa: E402
 from rewardsql_jax.stages.runner import run_pipeline  # noqa: E402
+from rewardsql_jax.stages.stage_config import StageConfigChanged  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
         return 0
     try:
         results = run_pipeline(config)
-    except WillNotFit as e:  # the AOT memory check before training: its message is the whole story
+    except (WillNotFit, StageConfigChanged) as e:  # the memory check / a changed finished stage: the message says it all
         print(f"error: {e}", file=sys.stderr)
         return 1
     if is_primary():

@@ -18,7 +18,8 @@ from rewardsql_jax.config import save_config
 from rewardsql_jax.distributed import barrier, is_primary, speaker
 from rewardsql_jax.training.metrics_log import ScalarLog, summary_line
 
-from .run_config import RunConfig
+from .run_config import STAGES, RunConfig
+from .stage_config import stage_settings
 
 
 @dataclasses.dataclass
@@ -50,7 +51,8 @@ class RunContext:
     def finish(self, stage: str, metrics: dict) -> dict:
         """Write the stage's metrics (marks it done for resume), append them to the run's JSONL log and write
         their numeric scalars to TensorBoard as ``final/<name>`` at the stage's last logged step."""
-        metrics = {"stage": stage, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **metrics}
+        metrics = {"stage": stage, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **metrics,
+                   "settings": stage_settings(self.config, stage) if stage in STAGES else {}}
         if is_primary():
             (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
             self.log(metrics)

@@ -233,9 +233,11 @@ class RunConfig:
     inference: InferenceConfig = InferenceConfig()
     memory_check: str = "auto"        # AOT memory estimate before training: auto | on | off (stages/memory_check.py)
     memory_limit_gb: float = 0.0      # per-device memory the check compares with; 0 = the device's own
+    resume: str = "check"             # finished stages: check (stop if their settings changed) | accept_changes
 
     def __post_init__(self):
         require_choice(self, "memory_check", ("auto", "on", "off"))
+        require_choice(self, "resume", ("check", "accept_changes"))
         unknown = [s for s in self.stages if s not in STAGES]
         if unknown:
             raise ValueError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")

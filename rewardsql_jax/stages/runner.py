@@ -9,6 +9,7 @@ from rewardsql_jax.distributed import barrier, is_primary, speaker
 from .context import RunContext
 from .memory_check import check_memory
 from .run_config import STAGES, RunConfig
+from .stage_config import changed_keys, refuse_changed
 
 # stage name -> "module:function"; imported lazily so a run only pays for the stages it uses.
 STAGE_FUNCTIONS = {
@@ -32,6 +33,22 @@ def stage_function(name: str):
     return getattr(importlib.import_module(f"rewardsql_jax.stages.{module}"), fn)
 
 
+def check_finished_stages(ctx: RunContext, order, *, log=print) -> None:
+    """Before anything runs: a finished stage made with other settings than the config's stops the run
+    (``StageConfigChanged``, naming the keys), unless ``resume=accept_changes`` keeps it (said in the log)."""
+    for name in order:
+        if not ctx.is_done(name):
+            continue
+        recorded = ctx.metrics(name).get("settings", {})
+        changed = changed_keys(recorded, ctx.config, name)
+        if not changed:
+            continue
+        if ctx.config.resume == "accept_changes":
+            log(f"[{name}] kept although {', '.join(changed)} changed since it ran (resume=accept_changes)")
+            continue
+        raise refuse_changed(ctx.run_dir, name, changed, recorded, ctx.config)
+
+
 def run_pipeline(config: RunConfig, *, log=print) -> dict:
     """Run ``config.stages`` in the order of ``STAGES``; returns {stage: metrics}. Resumable. First the AOT
     memory check of the training stages that will run (``memory_check.py``; MemoryError when one will not fit)."""
@@ -41,6 +58,7 @@ def run_pipeline(config: RunConfig, *, log=print) -> dict:
         order = [s for s in STAGES if s in config.stages]
         # Before anything is trained or allocated: will the training steps about to run fit a device?
         check_memory(config, [s for s in order if not ctx.is_done(s)], log=log)
+        check_finished_stages(ctx, order, log=log)
         for name in order:
             if ctx.is_done(name):
                 log(f"[{name}] already done in {ctx.run_dir} (resume): skipping")

@@ -1,0 +1,71 @@
+"""Which configuration a finished stage was made with, and a clear stop when a rerun changes it.
+
+A finished stage is skipped on a rerun (resume). That is only right when the settings that shaped its
+artefacts are the same: ``sft.steps`` changed since the SFT stage ran means ``sft/policy`` is not the policy the
+config asks for, nor is anything trained from it. So each stage records, when it finishes, the config keys its
+artefacts depend on (its own section plus every earlier stage's: a stage is built on their artefacts), and a
+rerun whose config differs in one of them stops before running anything, naming the keys and the two ways on:
+redo the stage (delete its folder and the later stages'), or keep the artefacts (``resume=accept_changes``).
+Keys that change how a run executes but not what it produces (workers, memory check, checkpoint cadence, the
+stop hook, the run's name and directory) are not part of it.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .run_config import STAGES
+
+# config keys (dotted prefixes) each stage's artefacts depend on, beyond those of the stages before it
+STAGE_KEYS = {
+    "cold_start": ("seed", "data", "model.path", "model.tokenizer_path", "model.vocab_size"),
+    "sft": ("model", "sft"),
+    "prm_labels": ("prm_labels",),
+    "prm": ("prm",),
+    "rl": ("rl",),
+    "inference": ("inference",),
+    "evaluate": (),
+}
+NOT_RESULTS = ("rl.stop_after", "rl.checkpoint_every")
+
+
+def flat(config) -> dict:
+    """``{"sft.steps": 300, ...}`` of a (nested) config dataclass."""
+    out = {}
+
+    def walk(obj, prefix):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(value, f"{prefix}{f.name}.")
+            else:
+                out[f"{prefix}{f.name}"] = list(value) if isinstance(value, tuple) else value
+    walk(config, "")
+    return out
+
+
+def stage_settings(config, stage: str) -> dict:
+    """The config keys ``stage``'s artefacts depend on (its own and every earlier stage's), with their values."""
+    prefixes = [p for s in STAGES[:STAGES.index(stage) + 1] for p in STAGE_KEYS[s]]
+    return {k: v for k, v in flat(config).items()
+            if any(k == p or k.startswith(p + ".") for p in prefixes) and k not in NOT_RESULTS}
+
+
+def changed_keys(recorded: dict, config, stage: str) -> list[str]:
+    """Keys whose value in ``config`` differs from what ``stage`` recorded when it finished (keys the stage did
+    not record, e.g. of an older version, are not compared)."""
+    now = stage_settings(config, stage)
+    return sorted(k for k in recorded if k in now and now[k] != recorded[k])
+
+
+class StageConfigChanged(ValueError):
+    """A finished stage would be reused although settings its artefacts depend on changed."""
+
+
+def refuse_changed(run_dir, stage: str, changed: list[str], recorded: dict, config) -> StageConfigChanged:
+    now = stage_settings(config, stage)
+    diff = ", ".join(f"{k}: {recorded[k]!r} -> {now[k]!r}" for k in changed)
+    later = [s for s in STAGES[STAGES.index(stage):]]
+    return StageConfigChanged(
+        f"stage {stage!r} in {run_dir} finished with other settings ({diff}). To redo it with the new ones, delete "
+        f"{', '.join(f'{run_dir}/{s}/' for s in later)} (the later stages build on it); to keep its artefacts "
+        f"as they are, add resume=accept_changes")
