@@ -45,22 +45,39 @@ class RLCheckpoints:
             if int(old.stem) not in keep:
                 old.unlink()
 
-    def restore(self, like: TrainState) -> tuple[TrainState, int, list] | None:
-        """The newest finished checkpoint restored into ``like`` (a fresh state of the same model/optimizer)."""
-        step = self.ck.latest_step()
-        if step is None:
+    def restore(self, like: TrainState, *, log=print) -> tuple[TrainState, int, list] | None:
+        """The newest finished checkpoint restored into ``like`` (a fresh state of the same model/optimizer).
+
+        A newest checkpoint that cannot be read (truncated or partly written files, a missing meta file) is
+        reported and the previous one is used; the damaged one is left on disk for inspection. When none can be
+        read, the first error says why (most often: a checkpoint of another model / optimizer config)."""
+        steps = sorted(self.ck.all_steps(), reverse=True)
+        if not steps:
             return None
+        first_error = None
+        for step in steps:
+            try:
+                restored = self._restore(step, like)
+            except (ValueError, TypeError, KeyError, OSError) as e:
+                first_error = first_error or e
+                log(f"[rl] checkpoint {step} in {self.ck.directory} cannot be read ({type(e).__name__}: "
+                    f"{str(e)[:200]}); trying the previous one")
+                continue
+            if step != steps[0]:
+                log(f"[rl] resuming from checkpoint {step}: the newer one(s) {[s for s in steps if s > step]} are "
+                    f"damaged (left in {self.ck.directory})")
+            return restored
+        raise ValueError(f"no RL checkpoint in {self.ck.directory} can be restored: it does not fit this "
+                         f"model/optimizer (a different config?) or its files are damaged: {first_error}. Delete "
+                         f"{self.ck.directory} and "
+                         f"{self.meta_dir} to start the RL stage over") from first_error
+
+    def _restore(self, step: int, like: TrainState) -> tuple[TrainState, int, list]:
         meta_path = self.meta_dir / f"{step}.json"
         if not meta_path.exists():
-            raise FileNotFoundError(f"RL checkpoint {step} in {self.ck.directory} has no {meta_path}; delete "
-                                    f"{self.ck.directory} and {self.meta_dir} to start the RL stage over")
-        try:
-            state = self.ck.restore(step, like)
-        except (ValueError, TypeError, KeyError) as e:
-            raise ValueError(f"the RL checkpoint in {self.ck.directory} does not fit this model/optimizer (a "
-                             f"different config?): {e}. Delete it to start the RL stage over") from e
+            raise FileNotFoundError(f"its meta file {meta_path} is missing")
         meta = json.loads(meta_path.read_text())
-        return state, int(meta["next_step"]), meta["history"]
+        return self.ck.restore(step, like), int(meta["next_step"]), meta["history"]
 
     def wait(self) -> None:
         self.ck.wait()

@@ -57,3 +57,25 @@ def test_missing_and_mismatched_checkpoints(tmp_path):
     ck.close()
     with pytest.raises(ValueError, match="does not fit"):
         RLCheckpoints(tmp_path / "a").restore(_state(hidden=8))
+
+
+def test_a_damaged_newest_checkpoint_is_reported_and_the_previous_one_used(tmp_path):
+    ck = RLCheckpoints(tmp_path, async_save=False)
+    older, newer = _perturbed(_state(seed=1), 1), _perturbed(_perturbed(_state(seed=1), 2), 0)
+    ck.save(older, 1, [{"step": 0}])
+    ck.save(newer, 2, [{"step": 0}, {"step": 1}])
+    ck.close()
+    # truncate every array file of the newest checkpoint, as a kill during a non-atomic copy would
+    files = [p for p in (tmp_path / "checkpoint" / "2").rglob("*") if p.is_file() and p.stat().st_size > 0
+             and "metadata" not in p.name]
+    assert files
+    for p in files:
+        p.write_bytes(p.read_bytes()[: p.stat().st_size // 3])
+    said = []
+    state, nxt, hist = RLCheckpoints(tmp_path).restore(_state(seed=0), log=said.append)
+    assert nxt == 1 and hist == [{"step": 0}]
+    for a, b in zip(_leaves(state), _leaves(older)):
+        np.testing.assert_array_equal(a, b)
+    assert any("checkpoint 2" in s and "cannot be read" in s for s in said)
+    assert any("resuming from checkpoint 1" in s for s in said)
+    assert (tmp_path / "checkpoint" / "2").exists()  # left for inspection, nothing deleted
