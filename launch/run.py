@@ -16,10 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rewardsql_jax.config import apply_overrides, load_config  # noqa: E402
-from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed  # noqa: E402
+from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed, speaker  # noqa: E402
 from rewardsql_jax.planning.launch import run_plan, split_plan_overrides  # noqa: E402
 from rewardsql_jax.stages.memory_check import WillNotFit  # noqa: E402
 from rewardsql_jax.stages.report import print_summary  # noqa: E402
+from rewardsql_jax.stages.preemption import EXIT_CODE as PREEMPTED_EXIT  # noqa: E402
+from rewardsql_jax.stages.preemption import Preempted  # noqa: E402
 from rewardsql_jax.stages.runner import run_pipeline  # noqa: E402
 from rewardsql_jax.stages.stage_config import StageConfigChanged  # noqa: E402
 
@@ -49,6 +51,9 @@ def main(argv=None) -> int:
         return 0
     try:
         results = run_pipeline(config)
+    except Preempted as e:  # SIGTERM during RL: checkpointed; the same command resumes
+        print(f"{speaker()}{e}", file=sys.stderr)
+        return PREEMPTED_EXIT
     except (WillNotFit, StageConfigChanged) as e:  # the memory check / a changed finished stage: the message says it all
         print(f"error: {e}", file=sys.stderr)
         return 1

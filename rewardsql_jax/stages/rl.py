@@ -22,6 +22,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from rewardsql_jax.distributed import barrier
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.rewards.prm_scoring import PRMScorer
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
@@ -31,6 +32,7 @@ from rewardsql_jax.training.step import make_train_step
 from .context import RunContext
 from .policy import load_model, save_model
 from .rl_batches import rl_length
+from .preemption import Preempted, deferred_sigterm, stop_requested
 from .rl_checkpoint import RLCheckpoints
 from .rl_online import (ONLINE_ALGORITHMS, PRM_ALGORITHMS, check_online_config, loss_setup, pick_questions,
                         sampler_prompts, step_rewards)
@@ -123,14 +125,16 @@ def run_rl(ctx: RunContext) -> dict:
     rl = ctx.config.rl
     if rl.algorithm in ("dpo", "rs"):
         from .rl_offline import run_offline
-        return run_offline(ctx)
+        with deferred_sigterm():  # a SIGTERM stops at the next step boundary, after a checkpoint
+            return run_offline(ctx)
     assert rl.algorithm in ONLINE_ALGORITHMS
     check_online_config(rl)
     m = ctx.config.mesh.micro_batches
     if rl.shared_prefix and rl.prompts_per_step % m:
         raise ValueError(f"rl.shared_prefix=true splits micro-batches by prompt group: mesh.micro_batches={m} must "
                          f"divide rl.prompts_per_step={rl.prompts_per_step} (or set rl.shared_prefix=false)")
-    return _run_online(ctx)
+    with deferred_sigterm():
+        return _run_online(ctx)
 
 
 def _run_online(ctx: RunContext) -> dict:
@@ -159,13 +163,18 @@ def _run_online(ctx: RunContext) -> dict:
 
 def checkpoint_or_stop(ckpt: RLCheckpoints, state, step: int, steps: int, history: list, *, ran: int, limit: int,
                        every: int) -> None:
-    """Checkpoint after every ``every``-th and the last step; stop (``RLStopped``) after ``limit`` steps of this
-    process, once the checkpoint is on disk."""
+    """Checkpoint after every ``every``-th and the last step; stop after ``limit`` steps of this process
+    (``RLStopped``) or on a SIGTERM of any process (``Preempted``), once the checkpoint is on disk."""
     last, stop = step == steps - 1, bool(limit) and ran >= limit
-    if last or (step + 1) % every == 0 or stop:
+    preempted = not last and stop_requested()
+    if last or (step + 1) % every == 0 or stop or preempted:
         ckpt.save(state, step + 1, history)
-    if stop and not last:
+    if (stop or preempted) and not last:
         ckpt.wait()
+        barrier(f"rl checkpoint {step + 1}")
+        if preempted:
+            raise Preempted(f"rl preempted (SIGTERM) at step {step + 1}/{steps}: checkpoint written to "
+                            f"{ckpt.ck.directory}; the run is resumable: rerun the same command")
         raise RLStopped(f"rl stopped after {ran} step(s) at step {step + 1}/{steps} ({STOP_ENV} / rl.stop_after); "
                         f"rerun to resume from the checkpoint in {ckpt.ck.directory}")
 

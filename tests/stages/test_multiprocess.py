@@ -4,16 +4,14 @@ the same final parameters (fp32 tolerance) and the same EX table; one process wr
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 from flax import nnx
+
+from pod import launch
 
 from rewardsql_jax.models import from_pretrained
 
@@ -23,48 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # 4 prompt groups: the shared-prefix RL batch splits over the 4 devices. RL on the outcome reward: with the PRM
 # in the reward, groups whose samples tie up to the PRM's fp32 noise (the two runs' PRMs differ by ~2e-7) get
 # z-scored advantages of that noise (std << the 1e-6 epsilon), so grpo's parameters agree only to ~1e-3.
-SMOKE = [str(ROOT / "launch" / "run.py"), "--config", str(ROOT / "configs" / "smoke.py"), "workers=1",
+SMOKE = ["--config", str(ROOT / "configs" / "smoke.py"), "workers=1",
          "rl.prompts_per_step=4", "rl.algorithm=grpo_outcome"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(devices: int, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    env.update(extra)
-    return env
-
-
-def launch(args, *, processes: int, devices: int, log_dir: Path, timeout: float = 600) -> list[str]:
-    """Run ``python args...`` as ``processes`` cooperating processes; their outputs. Every process is killed
-    if one fails or the time runs out."""
-    port, procs, logs = _free_port(), [], []
-    for i in range(processes):
-        extra = {} if processes == 1 else dict(JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo", JAX_NUM_PROCESSES=str(processes),
-                                               JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_PROCESS_ID=str(i))
-        log = open(log_dir / f"process{i}.log", "w")
-        logs.append(log)
-        procs.append(subprocess.Popen([sys.executable, *args], env=_env(devices, **extra), stdout=log,
-                                      stderr=subprocess.STDOUT, cwd=ROOT))
-    try:
-        for p in procs:
-            p.wait(timeout=timeout)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for log in logs:
-            log.close()
-    outputs = [(log_dir / f"process{i}.log").read_text() for i in range(processes)]
-    for i, (p, out) in enumerate(zip(procs, outputs)):
-        assert p.returncode == 0, f"process {i} exited with {p.returncode}:\n{out[-4000:]}"
-    return outputs
 
 
 def _params(path: Path):

@@ -1,0 +1,59 @@
+"""Preemption with a real signal: SIGTERM to a running ``launch/run.py`` during RL checkpoints at the next step
+boundary and exits resumably (143); the same command then finishes with parameters bit-identical to a run that
+was never interrupted. Single process, and 2 processes where only one of them is signalled."""
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+from pod import launch, start, wait, wait_for_rl_step
+
+from rewardsql_jax.models import from_pretrained
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ["--config", str(ROOT / "configs" / "smoke.py"), "workers=1"]
+RL = ["stages=cold_start,sft,rl", "rl.algorithm=grpo_outcome", "rl.steps=40", "rl.checkpoint_every=100"]
+
+
+def _params(path: Path):
+    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(from_pretrained(path), nnx.Param))]
+
+
+def _preempt_and_resume(tmp_path: Path, *, processes: int, devices: int, signalled: int):
+    base = tmp_path / "base"
+    launch([*BASE, f"run_dir={base}", "stages=cold_start,sft"], processes=processes, devices=devices,
+           log_dir=tmp_path / "logs_base")
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    shutil.copytree(base, full)
+    shutil.copytree(base, cut)
+    launch([*BASE, f"run_dir={full}", *RL], processes=processes, devices=devices, log_dir=tmp_path / "logs_full")
+    procs = start([*BASE, f"run_dir={cut}", *RL], processes=processes, devices=devices, log_dir=tmp_path / "logs_cut")
+    wait_for_rl_step(cut, 1, procs)
+    procs[signalled].send_signal(signal.SIGTERM)
+    codes, outs = wait(procs, tmp_path / "logs_cut")
+    assert codes == [143] * processes, outs
+    assert all("preempted (SIGTERM)" in o and "resumable" in o for o in outs)
+    assert not (cut / "rl" / "metrics.json").exists()
+    metas = [int(p.stem) for p in (cut / "rl" / "checkpoint_meta").glob("*.json")]
+    assert metas and max(metas) < 40  # stopped early, at a step boundary after the signal
+    launch([*BASE, f"run_dir={cut}", *RL], processes=processes, devices=devices, log_dir=tmp_path / "logs_resume")
+    m = json.loads((cut / "rl" / "metrics.json").read_text())
+    assert 2 <= m["resumed_from_step"] < 40 and m["steps"] == 40
+    for a, b in zip(_params(cut / "rl" / "policy"), _params(full / "rl" / "policy")):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sigterm_during_rl_resumes_to_the_uninterrupted_result(tmp_path):
+    _preempt_and_resume(tmp_path, processes=1, devices=1, signalled=0)
+
+
+def test_sigterm_to_one_process_of_two_stops_both_at_the_same_step(tmp_path):
+    _preempt_and_resume(tmp_path, processes=2, devices=1, signalled=1)
