@@ -55,3 +55,16 @@ def test_two_processes_give_the_same_ex_table_and_write_each_file_once(two_runs)
     for i, out in enumerate(outs):  # every process says who it is; both ran every stage to the end
         assert f"[process {i}/2] [rl] done" in out and f"[process {i}/2] [evaluate] done" in out
     assert "SFT greedy" in outs[0] and "SFT greedy" not in outs[1]  # the summary is printed once
+
+
+def test_sqlconductor_runs_with_two_processes_as_with_one(tmp_path):
+    """The SQLConductor pipeline (configs/conductor_smoke.py) under the same pod launch: the same policies and
+    the same evaluation table as one process; the primary alone writes run_dir."""
+    conductor = ["--config", str(ROOT / "configs" / "conductor_smoke.py")]
+    outs = launch([*conductor, f"run_dir={tmp_path / 'pod'}"], processes=2, devices=2, log_dir=tmp_path / "pod_logs")
+    launch([*conductor, f"run_dir={tmp_path / 'one'}"], processes=1, devices=4, log_dir=tmp_path / "one_logs")
+    res = [json.loads((tmp_path / run / "results.json").read_text()) for run in ("pod", "one")]
+    assert res[0]["evaluations"] == res[1]["evaluations"]
+    for a, b in zip(_params(tmp_path / "pod" / "policy_sft_rl"), _params(tmp_path / "one" / "policy_sft_rl")):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    assert "SFT+RL policy" in outs[0] and "SFT+RL policy" not in outs[1]
