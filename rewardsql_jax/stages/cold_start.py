@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from rewardsql_jax.data import MSchemaOptions, load_bird, load_spider, m_schema, reward_sql_prompt
 from rewardsql_jax.data.builtin import make_builtin_benchmark, train_bpe_tokenizer
+from rewardsql_jax.sql.cocte_checks import table_columns
 from rewardsql_jax.sql.to_cocte import convert_to_cocte
 
 from .cocte_rewrites import STATUSES, sample_rewrites, select_coctes
@@ -53,10 +54,12 @@ def _limit(examples, n, seed: int = 0):
     return [examples[i] for i in keep]
 
 
-def rule_cocte(sql: str) -> tuple[str | None, bool]:
-    """(rule-based CoCTE or None when the gold SQL does not parse, converted without the single-CTE fallback)."""
+def rule_cocte(sql: str, schema: dict | None = None) -> tuple[str | None, bool]:
+    """(rule-based CoCTE or None when the gold SQL does not parse, converted without the single-CTE fallback);
+    ``schema`` (``{table: columns}`` of the question's database) spares column-selection steps that would copy
+    a whole table."""
     try:
-        conv = convert_to_cocte(sql)
+        conv = convert_to_cocte(sql, schema=schema)
     except ValueError:
         return None, False
     return conv.sql, not conv.fallback
@@ -97,7 +100,14 @@ def run_cold_start(ctx: RunContext) -> dict:
 
     d = cfg.data
     train_examples = _limit(train.examples, d.max_train, cfg.seed) if train is not None else []
-    rules = [rule_cocte(ex.gold_sql) if d.cocte_rewriter != "model" else (None, False)
+    columns: dict = {}  # db path -> {table: columns}, read once per database
+
+    def columns_of(ex):
+        if ex.db_path not in columns:
+            columns[ex.db_path] = table_columns(ex.db_path)
+        return columns[ex.db_path]
+
+    rules = [rule_cocte(ex.gold_sql, columns_of(ex)) if d.cocte_rewriter != "model" else (None, False)
              for ex in tqdm(train_examples, desc="cold start: gold -> CoCTE")]
     sampled, too_long = ([[] for _ in train_examples], 0) if d.cocte_rewriter == "rule" else \
         sample_rewrites(ctx, train_examples, schema_of)
