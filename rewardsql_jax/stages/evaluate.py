@@ -11,9 +11,19 @@ import numpy as np
 
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 from rewardsql_jax.sql import exec_match_batch
+from rewardsql_jax.stats import evidence_table
 
 from .context import RunContext
 from .inference import pick_best_of_n
+
+
+# method keys of predictions.json -> their names in ``methods`` / ``comparisons`` (EX in points, 95% intervals)
+EVIDENCE_NAMES = {"predictions": "predictions", "greedy_sft": "sft_greedy", "greedy_rl": "rl_greedy",
+                  "best_of_n": "best_of_n", "self_consistency": "self_consistency"}
+# (method, baseline): every method against SFT greedy, and the paper's Table 4 claims: Best-of-N above greedy
+# of the same policy, Best-of-N at least as good as self-consistency
+COMPARISONS = (("rl_greedy", "sft_greedy"), ("best_of_n", "sft_greedy"), ("self_consistency", "sft_greedy"),
+               ("best_of_n", "rl_greedy"), ("best_of_n", "self_consistency"))
 
 
 def _ex(ctx, records, sqls) -> list[bool]:
@@ -97,8 +107,10 @@ def run_evaluate(ctx: RunContext) -> dict:
         curve, quad = _candidate_metrics(ctx, records, preds, out)
     best = max(table, key=table.get)
     _write_official(out, records, [p.get(best) for p in preds], cfg.data.source)
+    evidence = evidence_table({EVIDENCE_NAMES[m]: verdicts[m] for m in methods}, COMPARISONS, seed=cfg.seed)
     return ctx.finish("evaluate", {"ex": table, "ex_by_difficulty": by_diff, "quadrants": quad, "curves": curve,
-                                   "ex_mode": cfg.data.ex_mode, "questions": len(records), "best_method": best})
+                                   "ex_mode": cfg.data.ex_mode, "questions": len(records), "best_method": best,
+                                   **evidence})
 
 
 def _candidate_metrics(ctx, records, preds, out):

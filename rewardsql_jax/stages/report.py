@@ -5,6 +5,10 @@ METHOD_NAMES = {"greedy_sft": "SFT greedy", "greedy_rl": "SFT+RL greedy", "best_
                 "self_consistency": "self-consistency vote"}
 
 
+EVIDENCE_LABELS = {"sft_greedy": "SFT greedy", "rl_greedy": "SFT+RL greedy", "best_of_n": "PRM Best-of-N",
+                   "self_consistency": "self-consistency vote", "predictions": "predictions file"}
+
+
 def summary_lines(config, results: dict) -> list[str]:
     lines = [f"run: {config.name}  ({config.run_dir})"]
     if "cold_start" in results:
@@ -16,9 +20,17 @@ def summary_lines(config, results: dict) -> list[str]:
         lines.append(f"PRM held-out steps: AUC {h.get('auc', float('nan')):.3f}  accuracy {h.get('accuracy', float('nan')):.3f}")
     if "evaluate" in results:
         e = results["evaluate"]
-        lines.append(f"EX ({e['ex_mode']} rule) on {e['questions']} held-out questions:")
-        for m, v in e["ex"].items():
-            lines.append(f"  {METHOD_NAMES.get(m, m):<24} {100 * v:6.1f}%")
+        lines.append(f"EX ({e['ex_mode']} rule) on {e['questions']} held-out questions, 95% bootstrap intervals:")
+        if "methods" in e:
+            for m, r in e["methods"].items():
+                lines.append(f"  {EVIDENCE_LABELS.get(m, m):<24} {r['ex']:6.1f}%  [{r['ci95'][0]:5.1f}, {r['ci95'][1]:5.1f}]")
+            lines.append("paired differences (points, same questions):")
+            for c in e["comparisons"]:
+                label = f"{EVIDENCE_LABELS.get(c['method'], c['method'])} - {EVIDENCE_LABELS.get(c['baseline'], c['baseline'])}"
+                lines.append(f"  {label:<44} {c['delta']:+6.1f}  [{c['ci95'][0]:+5.1f}, {c['ci95'][1]:+5.1f}]")
+        else:
+            for m, v in e["ex"].items():
+                lines.append(f"  {METHOD_NAMES.get(m, m):<24} {100 * v:6.1f}%")
     return lines
 
 

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from rewardsql_jax.distributed import barrier
+from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.rewards.prm_scoring import PRMScorer
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
@@ -158,7 +158,42 @@ def _run_online(ctx: RunContext) -> dict:
         ckpt.close()
     jax.block_until_ready(state.params)
     save_model(ctx, state.model(), out / "policy")
+    if is_primary():
+        plot_learning_curve(history, out / "learning_curve.png", title=f"rl ({rl.algorithm})")
     return ctx.finish("rl", online_metrics(rl, history, resumed_from=start, dropped=data.dropped_too_long))
+
+
+def smoothed(values, window: int) -> np.ndarray:
+    """Trailing mean over ``window`` steps (fewer at the start), the curve a reader can see a trend in."""
+    c = np.concatenate([[0.0], np.cumsum(np.asarray(values, np.float64))])
+    end = np.arange(1, len(c))
+    begin = np.maximum(end - window, 0)
+    return (c[end] - c[begin]) / (end - begin)
+
+
+def plot_learning_curve(history: list, path, *, title: str = "rl") -> None:
+    """OR rate and reward per RL step (points) with their trailing means (lines) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["step"] for h in history]
+    window = max(1, len(history) // 8)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for ax, key, label in zip(axes, ("or_rate", "reward"), ("OR rate of the rollouts", "mean reward")):
+        values = [h[key] for h in history]
+        ax.plot(steps, values, ".", alpha=0.4, label="per step")
+        ax.plot(steps, smoothed(values, window), "-", label=f"mean of the last {window}")
+        ax.set_xlabel("RL step")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylim(-0.02, 1.02)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def checkpoint_or_stop(ckpt: RLCheckpoints, state, step: int, steps: int, history: list, *, ran: int, limit: int,

@@ -30,6 +30,19 @@ def test_smoke_pipeline_runs_every_stage_and_resumes(tmp_path):
     assert set(ev["ex"]) >= {"greedy_sft", "greedy_rl", "best_of_n", "self_consistency"}
     assert all(0.0 <= v <= 1.0 for v in ev["ex"].values())
     assert (run_dir / "evaluate" / "pass_at_n.png").stat().st_size > 1000
+    # every EX with its 95% interval (points) and the paired differences, as the default run prints them
+    assert set(ev["methods"]) >= {"sft_greedy", "rl_greedy", "best_of_n", "self_consistency"}
+    for m, r in ev["methods"].items():
+        assert r["ex"] == pytest.approx(100 * ev["ex"][{"sft_greedy": "greedy_sft", "rl_greedy": "greedy_rl"}.get(m, m)])
+        assert r["ci95"][0] <= r["ex"] <= r["ci95"][1]
+    comps = {(c["method"], c["baseline"]): c for c in ev["comparisons"]}
+    assert ("rl_greedy", "sft_greedy") in comps and ("best_of_n", "self_consistency") in comps
+    c = comps[("rl_greedy", "sft_greedy")]
+    assert c["delta"] == pytest.approx(ev["methods"]["rl_greedy"]["ex"] - ev["methods"]["sft_greedy"]["ex"])
+    assert "95% bootstrap intervals" in proc.stdout and "paired differences" in proc.stdout
+    rl = json.loads((run_dir / "rl" / "metrics.json").read_text())
+    assert 0.0 <= rl["or_rate_first"] <= 1.0 and 0.0 <= rl["or_rate_last"] <= 1.0
+    assert (run_dir / "rl" / "learning_curve.png").stat().st_size > 1000
     preds = json.loads((run_dir / "evaluate" / "predict_dev.json").read_text())
     assert len(preds) == ev["questions"]
     # Rerunning the same command resumes: every stage is skipped.

@@ -1,0 +1,38 @@
+"""Bootstrap intervals of EX and of paired differences."""
+import numpy as np
+import pytest
+
+from rewardsql_jax.stats import evidence_table, ex_interval, paired_difference
+
+
+def test_ex_interval_covers_the_mean_and_shrinks_with_more_questions():
+    rng = np.random.default_rng(0)
+    small, large = rng.random(50) < 0.3, rng.random(2000) < 0.3
+    a, b = ex_interval(small), ex_interval(large)
+    for r in (a, b):
+        assert r["ci95"][0] <= r["ex"] <= r["ci95"][1]
+    assert b["ci95"][1] - b["ci95"][0] < 0.4 * (a["ci95"][1] - a["ci95"][0])
+    # binomial standard error: the 95% interval of 2000 questions at p=0.3 is about +-2.0 points
+    assert b["ci95"][1] - b["ci95"][0] == pytest.approx(2 * 1.96 * 100 * np.sqrt(0.3 * 0.7 / 2000), rel=0.15)
+    assert ex_interval([True] * 10) == {"ex": 100.0, "ci95": [100.0, 100.0]}
+
+
+def test_paired_difference_cancels_what_two_methods_share():
+    rng = np.random.default_rng(1)
+    base = rng.random(400) < 0.5
+    better = base.copy()
+    better[np.flatnonzero(~base)[:20]] = True  # the same questions plus 20 more: +5 points
+    d = paired_difference(better, base)
+    assert d["delta"] == pytest.approx(5.0) and d["ci95"][0] > 0  # paired: clearly above zero
+    unpaired = ex_interval(better)["ci95"][0] - ex_interval(base)["ci95"][1]
+    assert unpaired < 0  # the two marginal intervals overlap although the paired one excludes 0
+    with pytest.raises(ValueError, match="same questions"):
+        paired_difference(better[:10], base)
+
+
+def test_evidence_table_shape():
+    v = {"sft_greedy": [1, 0, 0, 1], "rl_greedy": [1, 1, 0, 1]}
+    t = evidence_table(v, [("rl_greedy", "sft_greedy"), ("best_of_n", "sft_greedy")])
+    assert set(t["methods"]) == {"sft_greedy", "rl_greedy"} and t["methods"]["rl_greedy"]["ex"] == 75.0
+    assert t["comparisons"] == [{"method": "rl_greedy", "baseline": "sft_greedy", "delta": 25.0,
+                                 "ci95": t["comparisons"][0]["ci95"]}]
