@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import importlib.util
 import json
+import re
 import typing
 from pathlib import Path
 
@@ -57,16 +58,32 @@ def _parse_value(raw: str, current, field_type, key: str):
 
 
 def apply_overrides(cfg, overrides):
-    """Return ``cfg`` with each ``"a.b.c=value"`` applied (frozen dataclasses are rebuilt, re-validated)."""
+    """Return ``cfg`` with every ``"a.b.c=value"`` applied, validated once after all of them.
+
+    All overrides are parsed and collected first; then each touched (frozen) dataclass is rebuilt once,
+    innermost first, so its ``__post_init__`` checks the final values: ``data.source=spider data.root=R``
+    works in either order. A check that fails names the override(s) it concerns.
+    """
+    changes = _Changes()  # field -> parsed value, or the nested _Changes of a section
     for item in overrides:
         if "=" not in item:
             raise ValueError(f"override {item!r} must look like key=value (e.g. train.lr=1e-5)")
         key, raw = item.split("=", 1)
-        cfg = _replace_path(cfg, key.strip().split("."), raw.strip(), key)
-    return cfg
+        key = key.strip()
+        _collect(cfg, key.split("."), raw.strip(), key, changes)
+    return _rebuild(cfg, changes, ())
 
 
-def _replace_path(obj, parts, raw, key):
+class _Changes(dict):
+    """Changes of one section, and the ``key=value`` overrides that reached it (for error messages)."""
+
+    def __init__(self):
+        super().__init__()
+        self.items_: list = []
+
+
+def _collect(obj, parts, raw, key, changes):
+    changes.items_.append(f"{key}={raw}")
     if not dataclasses.is_dataclass(obj):
         raise ValueError(f"override {key}: {type(obj).__name__} has no field {parts[0]!r}")
     fields = {f.name: f for f in dataclasses.fields(obj)}
@@ -77,10 +94,32 @@ def _replace_path(obj, parts, raw, key):
     if len(parts) == 1:
         if dataclasses.is_dataclass(current):
             raise ValueError(f"override {key}: {name!r} is a section; set one of its fields ({key}.<field>=...)")
-        value = _parse_value(raw, current, fields[name].type, key)
+        if not fields[name].init:
+            raise ValueError(f"override {key}: field {name!r} is computed, not settable")
+        changes[name] = _parse_value(raw, current, fields[name].type, key)
     else:
-        value = _replace_path(current, parts[1:], raw, key)
-    return dataclasses.replace(obj, **{name: value})
+        sub = changes.setdefault(name, _Changes())
+        if not isinstance(sub, _Changes):  # a.b=1 then a.b.c=2
+            raise ValueError(f"override {key}: {key.rsplit('.', len(parts) - 1)[0]} is not a section")
+        _collect(current, parts[1:], raw, key, sub)
+
+
+def _rebuild(obj, changes, path):
+    if not changes:
+        return obj
+    kwargs = {name: _rebuild(getattr(obj, name), sub, (*path, name)) if isinstance(sub, _Changes) else sub
+              for name, sub in changes.items()}
+    try:
+        return dataclasses.replace(obj, **kwargs)
+    except (ValueError, TypeError) as e:
+        items = changes.items_
+        msg = str(e)
+        named = [it for it in items if re.search(rf"\b{re.escape(it.split('=', 1)[0].split('.')[-1])}\b", msg)]
+        which = named or items
+        section = ".".join(path) or "config"
+        label = "override" if len(which) == 1 else "overrides"
+        raise ValueError(f"{label} {' '.join(which)}: {msg}"
+                         + ("" if named else f" (after all overrides, in {section})")) from None
 
 
 def to_dict(cfg) -> dict:

@@ -1,6 +1,7 @@
 """Config loading and key=value overrides."""
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,78 @@ def test_load_and_save(tmp_path):
     assert json.loads((tmp_path / "run" / "config.json").read_text()) == {"a": 1}
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_config(tmp_path / "missing.py")
+
+
+# --- the pipeline's RunConfig: validated once, after all overrides -----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "configs" / "smoke.py"
+SPIDER = ROOT.parent / "shared" / "data" / "spider"
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_source_and_root_in_either_order(order, tmp_path):
+    overrides = ["data.source=spider", f"data.root={tmp_path}"]
+    cfg = apply_overrides(load_config(SMOKE), overrides if order == 0 else overrides[::-1])
+    assert (cfg.data.source, cfg.data.root) == ("spider", str(tmp_path))
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_rm_coef_and_released_variant_in_either_order(order):
+    overrides = ["rl.rm_coef=0", "rl.advantage_variant=released"]
+    cfg = apply_overrides(load_config(SMOKE), overrides if order == 0 else overrides[::-1])
+    assert (cfg.rl.rm_coef, cfg.rl.advantage_variant) == (0.0, "released")
+
+
+def test_only_touched_sections_are_rebuilt():
+    base = load_config(SMOKE)
+    cfg = apply_overrides(base, ["rl.steps=3", "seed=5"])
+    assert cfg.data is base.data and cfg.sft is base.sft
+    assert (cfg.rl.steps, cfg.seed) == (3, 5)
+    assert apply_overrides(base, []) is base
+
+
+def test_bad_values_name_the_key():
+    base = load_config(SMOKE)
+    with pytest.raises(ValueError, match=r"override data\.source=spdr: .*choose one of"):
+        apply_overrides(base, ["data.source=spdr", "data.root=/x", "rl.steps=3"])
+    with pytest.raises(ValueError, match=r"override data\.source=spider: data\.root is required"):
+        apply_overrides(base, ["rl.steps=3", "data.source=spider"])
+    with pytest.raises(ValueError, match=r"override rl\.steps=0: .*steps must be positive"):
+        apply_overrides(base, ["data.root=/x", "rl.steps=0", "rl.lr=1e-4"])
+    with pytest.raises(ValueError, match=r"override rl\.rm_coef=-1: rl\.rm_coef must be >= 0"):
+        apply_overrides(base, ["rl.advantage_variant=released", "rl.rm_coef=-1"])
+    with pytest.raises(ValueError, match=r"override mesh\.fsdp=0: mesh sizes"):
+        apply_overrides(base, ["mesh.fsdp=0"])
+    with pytest.raises(ValueError, match="unknown field 'stepz'"):
+        apply_overrides(base, ["rl.steps=3", "rl.stepz=1"])
+    with pytest.raises(ValueError, match="unknown field 'rll'"):
+        apply_overrides(base, ["rll.steps=3"])
+    with pytest.raises(ValueError, match="seed is not a section"):
+        apply_overrides(base, ["seed=1", "seed.x=2"])
+    with pytest.raises(ValueError, match="expected a int"):
+        apply_overrides(base, ["data.source=spider", "rl.steps=many"])
+
+
+def test_spider_split_defaults_resolve_to_question_files(tmp_path):
+    cfg = apply_overrides(load_config(SMOKE), ["data.source=spider", f"data.root={tmp_path}"])
+    assert (cfg.data.train_split, cfg.data.eval_split) == ("train_spider.json", "dev.json")
+    # explicit files, and "" (no train split), are kept; other sources keep the generic names
+    cfg = apply_overrides(load_config(SMOKE), ["data.source=spider", f"data.root={tmp_path}",
+                                               "data.train_split=", "data.eval_split=../spider_dk/Spider-DK.json"])
+    assert (cfg.data.train_split, cfg.data.eval_split) == ("", "../spider_dk/Spider-DK.json")
+    cfg = apply_overrides(load_config(SMOKE), ["data.source=bird", f"data.root={tmp_path}"])
+    assert (cfg.data.train_split, cfg.data.eval_split) == ("train", "dev")
+
+
+@pytest.mark.skipif(not SPIDER.exists(), reason="../shared/data/spider not present")
+def test_spider_split_defaults_match_the_shared_layout():
+    """The defaults name the official Spider files: dev.json is in ../shared/data/spider; its train questions
+    (train_spider.json) are in ../shared/data/spider_syn (README there), reachable as ../spider_syn/train_spider.json."""
+    from rewardsql_jax.data.spider import load_spider
+
+    cfg = apply_overrides(load_config(SMOKE), ["data.source=spider", f"data.root={SPIDER}"])
+    assert (SPIDER / cfg.data.eval_split).is_file()
+    assert (SPIDER.parent / "spider_syn" / cfg.data.train_split).is_file()
+    bench = load_spider(SPIDER, questions=cfg.data.eval_split, limit=3)
+    assert len(bench.examples) == 3

@@ -23,14 +23,19 @@ def require_choice(obj, name, allowed):
         raise ValueError(f"{type(obj).__name__}.{name}={getattr(obj, name)!r}; choose one of {list(allowed)}")
 
 
+# data.source=spider: (field, generic split name, Spider question file it stands for)
+SPIDER_SPLIT_FILES = (("train_split", "train", "train_spider.json"), ("eval_split", "dev", "dev.json"))
+
+
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     """Where questions and databases come from. ``source="builtin"`` generates them (no download)."""
 
     source: str = "builtin"          # builtin | spider | bird
     root: str = ""                   # dataset root for spider / bird
-    train_split: str = "train"       # bird: split name; spider: question file relative to root; "" = none (eval only)
-    eval_split: str = "dev"          # bird: split name; spider: question file (e.g. dev.json)
+    train_split: str = "train"       # bird: split name; spider: question file relative to root ("train" =
+                                     # train_spider.json); "" = none (eval only)
+    eval_split: str = "dev"          # bird: split name; spider: question file ("dev" = dev.json)
     n_train_dbs: int = 12
     n_test_dbs: int = 6
     questions_per_db: int = 40
@@ -52,6 +57,10 @@ class DataConfig:
         require_choice(self, "ex_mode", ("bird", "spider"))
         if self.source != "builtin" and not self.root:
             raise ValueError(f"data.root is required for data.source={self.source!r} (the dataset folder)")
+        if self.source == "spider":  # the generic split names -> Spider's question files (official layout)
+            for name, generic, question_file in SPIDER_SPLIT_FILES:
+                if getattr(self, name) == generic:
+                    object.__setattr__(self, name, question_file)
         require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
         require_choice(self, "cocte_rewriter", ("rule", "model", "both"))
         require_positive(self, "cocte_rewrite_samples", "cocte_rewrite_max_new_tokens")

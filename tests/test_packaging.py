@@ -1,0 +1,126 @@
+"""A non-editable wheel carries the Pallas kernels as ``rewardsql_jax.kernels`` and works from a fresh venv.
+
+The kernels live in the top-level ``kernels/`` folder; pyproject.toml maps it onto ``rewardsql_jax.kernels``
+(``package-dir``). This builds the wheel offline (``--no-build-isolation``, setuptools from this venv) from a copy
+of the checkout's files (so the checkout gets no ``build/`` folder and stale build output cannot leak in), checks
+its file list, installs it into a fresh venv and, from a directory outside the checkout, runs one interpret-mode
+flash-attention call from the installed copy against the reference.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+CHECK = textwrap.dedent("""
+    import importlib, sys
+    from pathlib import Path
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    site = Path(sys.argv[1]).resolve()
+    fa = importlib.import_module("rewardsql_jax.kernels.flash_attention")
+    ref = importlib.import_module("rewardsql_jax.kernels.reference")
+    for mod in (fa, ref, sys.modules["rewardsql_jax"], sys.modules["rewardsql_jax.kernels"]):
+        assert Path(mod.__file__).resolve().is_relative_to(site), (mod.__name__, mod.__file__)
+    assert "kernels" not in sys.modules  # never a top-level kernels module
+    from rewardsql_jax.kernels import flash_attention  # the package re-exports the function
+
+    kq, kk, kv = jax.random.split(jax.random.PRNGKey(0), 3)
+    q = jax.random.normal(kq, (2, 20, 4, 16), jnp.float32)
+    k = jax.random.normal(kk, (2, 20, 2, 16), jnp.float32)
+    v = jax.random.normal(kv, (2, 20, 2, 16), jnp.float32)
+    lengths = jnp.array([20, 11])
+    out = flash_attention(q, k, v, causal=True, kv_lengths=lengths, block_q=16, block_k=16, interpret=True)
+    want = ref.mha_reference(q, k, v, causal=True, kv_lengths=lengths)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), atol=1e-5, rtol=1e-5)
+    print("installed kernels ok", fa.__file__)
+""")
+
+
+def _copy_checkout(dest: Path) -> None:
+    """The checkout's tracked and not-ignored files (what a clean clone plus local edits would build)."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def _run(cmd, **kw):
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert proc.returncode == 0, f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def _checkout_copy(tmp_path) -> Path:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout (the wheel is built from its files)")
+    src = tmp_path / "src"
+    _copy_checkout(src)
+    return src
+
+
+def _fresh_venv(tmp_path, wheel: Path):
+    """A fresh venv with ``wheel`` installed that sees this venv's packages (jax, ...) but not this checkout or
+    its editable install. (venv --system-site-packages would see the base interpreter's packages, not this
+    venv's, so a .pth names them; a plain path line does not run that folder's .pth files, so this venv's
+    editable finder stays out.) Returns (python, site-packages)."""
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)])
+    # after the install: pip must not see (or touch) this venv's editable rewardsql_jax
+    (site / "outer_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python, site
+
+
+def _check_kernels(tmp_path, python: Path, expected_root: Path):
+    """From a folder outside the checkout: the modules come from ``expected_root``; one interpret-mode call."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "check.py").write_text(CHECK)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = _run([str(python), "check.py", str(expected_root)], cwd=outside, env=env, timeout=600)
+    assert "installed kernels ok" in proc.stdout
+
+
+def test_wheel_installs_kernels_and_runs_them(tmp_path):
+    src, dist = _checkout_copy(tmp_path), tmp_path / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
+          "-w", str(dist)], cwd=tmp_path)
+    (wheel,) = dist.glob("rewardsql_jax-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    kernel_files = sorted(p.name for p in (ROOT / "kernels").glob("*.py"))
+    assert kernel_files and {f"rewardsql_jax/kernels/{n}" for n in kernel_files} <= set(names)
+    assert not [n for n in names if n.startswith("kernels/")], "a top-level kernels package must not be installed"
+    assert not [n for n in names if not n.startswith(("rewardsql_jax/", "rewardsql_jax-"))], names
+    init = zipfile.ZipFile(wheel).read("rewardsql_jax/kernels/__init__.py").decode()
+    assert init == (ROOT / "kernels" / "__init__.py").read_text()  # not the checkout stand-in
+    python, site = _fresh_venv(tmp_path, wheel)
+    _check_kernels(tmp_path, python, site)
+
+
+def test_editable_install_finds_kernels(tmp_path):
+    """``pip install -e .`` (README, CI): the PEP 660 hook pip calls, its wheel installed in a fresh venv."""
+    src, dist = _checkout_copy(tmp_path), tmp_path / "dist"
+    dist.mkdir()
+    _run([sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_editable({str(dist)!r})"],
+         cwd=src)
+    (wheel,) = dist.glob("rewardsql_jax-*.whl")
+    python, _ = _fresh_venv(tmp_path, wheel)
+    _check_kernels(tmp_path, python, src)
