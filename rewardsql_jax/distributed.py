@@ -45,6 +45,12 @@ def process_count() -> int:
     return jax.process_count()
 
 
+def process_index() -> int:
+    import jax
+
+    return jax.process_index()
+
+
 def is_primary() -> bool:
     """Whether this process writes the run's shared files (metrics, logs, models, predictions, plots)."""
     import jax

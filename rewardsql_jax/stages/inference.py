@@ -11,7 +11,9 @@ import collections
 import json
 from pathlib import Path
 
-from rewardsql_jax.distributed import is_primary
+from tqdm.auto import tqdm
+
+from rewardsql_jax.distributed import barrier, is_primary, process_count, process_index
 from rewardsql_jax.rewards.prm_scoring import PRMScorer, aggregate_steps
 
 from .context import RunContext
@@ -87,41 +89,82 @@ def run_inference(ctx: RunContext) -> dict:
         if is_primary():
             (ctx.stage_dir("inference") / "predictions.json").write_text(json.dumps(preds, indent=1))
         return ctx.finish("inference", {"questions": len(records), "policies": [], "source": inf.predictions_file})
-    tok, pool = ctx.tokenizer(), ctx.pool()
-    prompts = [r["prompt"] for r in records]
     found = policies(ctx)
-    preds = [{"question_id": r["question_id"], "db_id": r["db_id"]} for r in records]
+    chunks = owned_chunks(len(records))
+    mine = _predict(ctx, records, found, chunks)
+    preds = merge_shares(ctx.stage_dir("inference"), mine, chunks, len(records))
+    n_candidates = sum(len(p["candidates"]) for p in preds)
+    scorer = (ctx.run_dir / "prm" / "model" / "config.json").exists()
+    return ctx.finish("inference", {"questions": len(records), "policies": list(found),
+                                    "candidates_per_question": inf.best_of_n, "prm_used": scorer,
+                                    "processes": process_count(),
+                                    "executable_candidate_rate": sum(c["signature"] is not None for p in preds
+                                                                     for c in p["candidates"]) / max(n_candidates, 1)})
+
+
+CHUNK = 8  # questions per sampler call; chunk c is sampled with seed + c whichever process runs it
+
+
+def owned_chunks(n_questions: int) -> list[int]:
+    """The chunks of ``CHUNK`` consecutive eval questions this process answers (chunk c goes to process
+    c mod P), so P hosts share the work and the predictions equal one process's."""
+    return list(range(process_index(), -(-n_questions // CHUNK), process_count()))
+
+
+def _predict(ctx: RunContext, records, found: dict, chunks: list[int]) -> list[dict]:
+    """Predictions of the questions in ``chunks``: greedy SQL of every policy, N candidates of the final one
+    (executed in this host's SQL pool, PRM-scored), Best-of-N and vote picks."""
+    cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
+    rows = [records[c * CHUNK:(c + 1) * CHUNK] for c in chunks]
+    preds = [[{"question_id": r["question_id"], "db_id": r["db_id"]} for r in part] for part in rows]
     for stage, path in found.items():
         model = load_model(path, cfg.model.dtype)
-        greedy = generate_sql(model, tok, prompts, max_new_tokens=inf.max_new_tokens, seed=cfg.seed,
-                              desc=f"greedy ({stage})")
-        for p, texts in zip(preds, greedy.texts):
-            p[f"greedy_{stage}"] = texts[0]
+        for c, part, out in zip(tqdm(chunks, desc=f"greedy ({stage})"), rows, preds):
+            greedy = generate_sql(model, tok, [r["prompt"] for r in part], max_new_tokens=inf.max_new_tokens,
+                                  seed=cfg.seed + c, prompts_per_call=CHUNK, progress=False)
+            for p, texts in zip(out, greedy.texts):
+                p[f"greedy_{stage}"] = texts[0]
     final_stage = list(found)[-1]
     model = load_model(found[final_stage], cfg.model.dtype)
-    sampled = generate_sql(model, tok, prompts, num_samples=inf.best_of_n, temperature=inf.temperature,
-                           max_new_tokens=inf.max_new_tokens, seed=cfg.seed + 1, desc=f"best-of-{inf.best_of_n} ({final_stage})")
-    jobs = [(r["db_path"], sql) for r, texts in zip(records, sampled.texts) for sql in texts]
-    results = pool.map(jobs, progress=True)
     prm_path = ctx.run_dir / "prm" / "model"
     scorer = PRMScorer(load_model(prm_path, cfg.model.dtype), tok) if (prm_path / "config.json").exists() else None
-    k = 0
-    for r, p, texts in zip(records, preds, sampled.texts):
-        scores = scorer.score([r["prompt"]] * len(texts), texts) if scorer else [None] * len(texts)
-        cands = []
-        for sql, s in zip(texts, scores):
-            cands.append({"sql": sql, "signature": result_signature(results[k]), "step_scores": s})
-            k += 1
-        p["candidates"] = cands
-        p["policy_for_candidates"] = final_stage
-        bon = pick_best_of_n(cands, inf.aggregation) if scorer else None
-        sc = pick_self_consistency(cands)
-        p["best_of_n"] = cands[bon]["sql"] if bon is not None else (texts[0] if scorer else None)
-        p["self_consistency"] = cands[sc]["sql"] if sc is not None else texts[0]
-    out = ctx.stage_dir("inference") / "predictions.json"
-    if is_primary():  # every process sampled the same predictions (same seeds, local models)
-        out.write_text(json.dumps(preds, indent=1))
-    return ctx.finish("inference", {"questions": len(records), "policies": list(found),
-                                    "candidates_per_question": inf.best_of_n, "prm_used": scorer is not None,
-                                    "executable_candidate_rate": sum(c["signature"] is not None for p in preds
-                                                                     for c in p["candidates"]) / max(len(jobs), 1)})
+    for c, part, out in zip(tqdm(chunks, desc=f"best-of-{inf.best_of_n} ({final_stage})"), rows, preds):
+        sampled = generate_sql(model, tok, [r["prompt"] for r in part], num_samples=inf.best_of_n,
+                               temperature=inf.temperature, max_new_tokens=inf.max_new_tokens, seed=cfg.seed + 1 + c,
+                               prompts_per_call=CHUNK, progress=False)
+        results = iter(pool.map([(r["db_path"], sql) for r, texts in zip(part, sampled.texts) for sql in texts]))
+        for r, p, texts in zip(part, out, sampled.texts):
+            scores = scorer.score([r["prompt"]] * len(texts), texts) if scorer else [None] * len(texts)
+            cands = [{"sql": sql, "signature": result_signature(next(results)), "step_scores": sc}
+                     for sql, sc in zip(texts, scores)]
+            p["candidates"], p["policy_for_candidates"] = cands, final_stage
+            bon = pick_best_of_n(cands, inf.aggregation) if scorer else None
+            sc = pick_self_consistency(cands)
+            p["best_of_n"] = cands[bon]["sql"] if bon is not None else (texts[0] if scorer else None)
+            p["self_consistency"] = cands[sc]["sql"] if sc is not None else texts[0]
+    return [p for out in preds for p in out]
+
+
+def merge_shares(out: Path, mine: list[dict], chunks: list[int], n_questions: int) -> list[dict]:
+    """Every process's predictions in eval order, written once to ``predictions.json``: with several processes
+    each writes its share to ``predictions.part<i>.json`` on the shared run directory, and after a barrier the
+    primary merges them."""
+    if process_count() == 1:
+        merged = mine
+    else:
+        (out / f"predictions.part{process_index()}.json").write_text(json.dumps({"chunks": chunks, "preds": mine}))
+        barrier("inference shares written")
+        by_chunk = {}
+        for i in range(process_count()):
+            share = json.loads((out / f"predictions.part{i}.json").read_text())
+            it = iter(share["preds"])
+            for c in share["chunks"]:
+                by_chunk[c] = [next(it) for _ in range(min(CHUNK, n_questions - c * CHUNK))]
+        merged = [p for c in sorted(by_chunk) for p in by_chunk[c]]
+        barrier("inference shares read")
+        if is_primary():
+            for i in range(process_count()):
+                (out / f"predictions.part{i}.json").unlink()
+    if is_primary():
+        (out / "predictions.json").write_text(json.dumps(merged, indent=1))
+    return merged

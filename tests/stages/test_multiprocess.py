@@ -4,6 +4,7 @@ the same final parameters (fp32 tolerance) and the same EX table; one process wr
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import jax
@@ -68,3 +69,16 @@ def test_sqlconductor_runs_with_two_processes_as_with_one(tmp_path):
     for a, b in zip(_params(tmp_path / "pod" / "policy_sft_rl"), _params(tmp_path / "one" / "policy_sft_rl")):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
     assert "SFT+RL policy" in outs[0] and "SFT+RL policy" not in outs[1]
+
+
+def test_inference_splits_the_questions_and_merges_them_as_one_process_would(two_runs, tmp_path):
+    """The pod's predictions (each process answered its chunks of questions, the primary merged the shares) are
+    exactly what one process computes from the same models."""
+    pod, _, _ = two_runs
+    again = tmp_path / "again"
+    shutil.copytree(pod, again, ignore=shutil.ignore_patterns("inference", "evaluate"))
+    launch([*SMOKE, f"run_dir={again}"], processes=1, devices=4, log_dir=tmp_path)
+    merged = json.loads((pod / "inference" / "predictions.json").read_text())
+    assert merged == json.loads((again / "inference" / "predictions.json").read_text())
+    assert not list((pod / "inference").glob("predictions.part*.json"))  # the shares are cleaned up
+    assert json.loads((pod / "inference" / "metrics.json").read_text())["processes"] == 2
