@@ -56,7 +56,8 @@ class RunContext:
         if is_primary():
             (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
             self.log(metrics)
-            self.scalars().write(stage, metrics, prefix="final/")
+            # the recorded settings are config, not results: not TensorBoard scalars
+            self.scalars().write(stage, {k: v for k, v in metrics.items() if k != "settings"}, prefix="final/")
         barrier(f"finished {stage}")
         return metrics
 
