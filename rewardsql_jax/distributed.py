@@ -100,7 +100,7 @@ def fetch(tree):
     processes' devices (gathered across processes)."""
     import jax
 
-    if process_count() == 1 or all(getattr(x, "is_fully_addressable", True) for x in jax.tree.leaves(tree)):
+    if not spans_processes(tree):
         return jax.device_get(tree)
     from jax.experimental import multihost_utils
 

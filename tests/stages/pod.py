@@ -74,3 +74,14 @@ def wait_for_rl_step(run_dir: Path, step: int, procs, *, timeout: float = 300) -
             raise AssertionError("a process ended before the RL step was reached")
         time.sleep(0.2)
     raise AssertionError(f"RL step {step} not reached in {timeout} s")
+
+
+def model_params(path: Path) -> list:
+    """The parameters of the HF model directory ``path`` as numpy arrays (to compare two runs)."""
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from rewardsql_jax.models import from_pretrained
+
+    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(from_pretrained(path), nnx.Param))]

@@ -7,14 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
-from flax import nnx
-
-from pod import launch
-
-from rewardsql_jax.models import from_pretrained
+from pod import launch, model_params
 
 pytestmark = pytest.mark.slow
 
@@ -24,10 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # z-scored advantages of that noise (std << the 1e-6 epsilon), so grpo's parameters agree only to ~1e-3.
 SMOKE = ["--config", str(ROOT / "configs" / "smoke.py"), "workers=1",
          "rl.prompts_per_step=4", "rl.algorithm=grpo_outcome"]
-
-
-def _params(path: Path):
-    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(from_pretrained(path), nnx.Param))]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +32,7 @@ def two_runs(tmp_path_factory):
 @pytest.mark.parametrize("model", ["sft/policy", "prm/model", "rl/policy"])
 def test_two_processes_train_the_same_parameters_as_one(two_runs, model):
     pod, single, _ = two_runs
-    for a, b in zip(_params(pod / model), _params(single / model)):
+    for a, b in zip(model_params(pod / model), model_params(single / model)):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
 
 
@@ -66,7 +57,7 @@ def test_sqlconductor_runs_with_two_processes_as_with_one(tmp_path):
     launch([*conductor, f"run_dir={tmp_path / 'one'}"], processes=1, devices=4, log_dir=tmp_path / "one_logs")
     res = [json.loads((tmp_path / run / "results.json").read_text()) for run in ("pod", "one")]
     assert res[0]["evaluations"] == res[1]["evaluations"]
-    for a, b in zip(_params(tmp_path / "pod" / "policy_sft_rl"), _params(tmp_path / "one" / "policy_sft_rl")):
+    for a, b in zip(model_params(tmp_path / "pod" / "policy_sft_rl"), model_params(tmp_path / "one" / "policy_sft_rl")):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
     assert "SFT+RL policy" in outs[0] and "SFT+RL policy" not in outs[1]
 

@@ -8,23 +8,15 @@ import shutil
 import signal
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
-from flax import nnx
-from pod import launch, start, wait, wait_for_rl_step
-
-from rewardsql_jax.models import from_pretrained
+from pod import launch, model_params, start, wait, wait_for_rl_step
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ["--config", str(ROOT / "configs" / "smoke.py"), "workers=1"]
 RL = ["stages=cold_start,sft,rl", "rl.algorithm=grpo_outcome", "rl.steps=40", "rl.checkpoint_every=100"]
-
-
-def _params(path: Path):
-    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(from_pretrained(path), nnx.Param))]
 
 
 def _preempt_and_resume(tmp_path: Path, *, processes: int, devices: int, signalled: int):
@@ -47,7 +39,7 @@ def _preempt_and_resume(tmp_path: Path, *, processes: int, devices: int, signall
     launch([*BASE, f"run_dir={cut}", *RL], processes=processes, devices=devices, log_dir=tmp_path / "logs_resume")
     m = json.loads((cut / "rl" / "metrics.json").read_text())
     assert 2 <= m["resumed_from_step"] < 40 and m["steps"] == 40
-    for a, b in zip(_params(cut / "rl" / "policy"), _params(full / "rl" / "policy")):
+    for a, b in zip(model_params(cut / "rl" / "policy"), model_params(full / "rl" / "policy")):
         np.testing.assert_array_equal(a, b)
 
 
