@@ -45,7 +45,7 @@ from rewardsql_jax.models.transformer import count_params
 from rewardsql_jax.rewards import group_advantages
 from rewardsql_jax.sampling import generate
 from rewardsql_jax.sql import ExecutorPool, exec_match_batch
-from rewardsql_jax.stages.rl_batches import grouped_rl_batch, rl_batch
+from rewardsql_jax.training.collate import grouped_rl_batch, rl_batch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
@@ -120,7 +120,7 @@ def run_ours(tok, model_dir: Path, texts, dbs, golds, setup: Setup) -> Timing:
     prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     g, eos, pad = setup.group, tok.eos_token_id, tok.pad_token_id
     # One fixed row length for every iteration (no recompiles) that is as tight as TRL's per-batch padding; the RL
-    # stage buckets it (stages.rl_batches.rl_length) to share compiles across prompt sets instead.
+    # stage buckets it (training.collate.rl_length) to share compiles across prompt sets instead.
     prompt_len = max(map(len, prompt_ids))
     length = prompt_len + setup.new_tokens
     rows_prompt = [p for p in prompt_ids for _ in range(g)]

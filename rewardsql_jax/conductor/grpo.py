@@ -14,7 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from rewardsql_jax.rewards import group_advantages
-from rewardsql_jax.stages.encoding import bucket_length, pad_rows
+from rewardsql_jax.training.collate import bucket_length, pad_rows
 from rewardsql_jax.training.batch import RLBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state

@@ -13,7 +13,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from rewardsql_jax.models import ModelConfig, build_model
-from rewardsql_jax.stages.encoding import batch_indices, bucket_length, pad_rows
+from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
 from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state

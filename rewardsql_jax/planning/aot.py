@@ -64,7 +64,7 @@ def _stats(name: str, lowered) -> CompiledStats:
 
 
 def train_seq_len(prompt_len: int, response_len: int) -> int:
-    """The padded row length of an RL train batch (as ``stages.rl_batches.rl_length``)."""
+    """The padded row length of an RL train batch (as ``training.collate.rl_length``)."""
     return bucket_length(prompt_len + response_len)
 
 

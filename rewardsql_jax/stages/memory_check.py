@@ -121,7 +121,7 @@ def check_stage(config, stage: str, devices, limit: int):
     from rewardsql_jax.planning.result import GB
     from rewardsql_jax.planning.steps import train_step_stats
 
-    from .encoding import bucket_length
+    from rewardsql_jax.training.collate import bucket_length
 
     if stage == "rl" and config.rl.algorithm.startswith("grpo"):
         return check_fits(plan_from_run_config(config, devices=devices), limit / 1e9)

@@ -34,7 +34,7 @@ from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
-from .encoding import batch_indices, bucket_length, pad_rows
+from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
 from .policy import load_model, save_model
 
 STEP_SEPARATOR = "\n\n"

@@ -31,7 +31,7 @@ from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
 from .policy import load_model, save_model
-from .rl_batches import rl_length
+from rewardsql_jax.training.collate import rl_length
 from .preemption import Preempted, deferred_sigterm, stop_requested
 from .rl_checkpoint import RLCheckpoints
 from .rl_online import (ONLINE_ALGORITHMS, PRM_ALGORITHMS, check_online_config, loss_setup, pick_questions,

@@ -28,11 +28,11 @@ from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 
 from .context import RunContext
-from .encoding import batch_indices
+from rewardsql_jax.training.collate import batch_indices
 from .policy import save_model
 from .rl import (checkpoint_every, checkpoint_or_stop, load_prm_scorer, new_state, resume, rl_data, stop_after,
                  train_step)
-from .rl_batches import preference_batch, sft_batch
+from rewardsql_jax.training.collate import preference_batch, sft_batch
 from .rl_online import sampler_prompts
 from .rl_rollouts import sample_rollouts, score_rows
 

@@ -21,7 +21,7 @@ import numpy as np
 from rewardsql_jax.rewards.rollout_rewards import (clause_token_rewards, outcome_advantages, process_reward,
                                                    process_token_advantages)
 
-from .rl_batches import grouped_rl_batch, rl_batch
+from rewardsql_jax.training.collate import grouped_rl_batch, rl_batch
 from .rl_rollouts import Rollouts
 
 PRM_ALGORITHMS = ("grpo", "grpo_deepseekmath", "dpo", "rs")

@@ -18,7 +18,7 @@ from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
-from .encoding import batch_indices, bucket_length, encode_pair, sft_arrays
+from rewardsql_jax.training.collate import batch_indices, bucket_length, encode_pair, sft_arrays
 from .policy import new_or_pretrained_policy, save_model
 
 

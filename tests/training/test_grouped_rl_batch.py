@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rewardsql_jax.stages.rl_batches import grouped_rl_batch, rl_batch
+from rewardsql_jax.training.collate import grouped_rl_batch, rl_batch
 from rewardsql_jax.training.logprobs import sequence_logprobs, shared_prefix_logprobs
 from rewardsql_jax.training.step import loss_and_grads, make_train_step
 
