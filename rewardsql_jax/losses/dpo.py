@@ -9,7 +9,7 @@ from .registry import register
 from .shapes import check_rank, check_same_shape
 
 
-@register("dpo")
+@register("dpo", family="preference", reduction="sequence_mean")
 def dpo(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, *, beta: float = 0.1,
         label_smoothing: float = 0.0):
     """DPO sigmoid loss as TRL DPOTrainer (loss_type="sigmoid") computes it.

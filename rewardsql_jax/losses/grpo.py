@@ -50,7 +50,7 @@ def clip_metrics(ratio, advantages, mask, clip_eps_low: float, clip_eps_high: fl
     }
 
 
-@register("grpo")
+@register("grpo", family="policy_gradient")
 def grpo(logprobs, old_logprobs, advantages, mask, *, ref_logprobs=None, clip_eps: float = 0.2,
          clip_eps_high: float | None = None, beta: float = 0.0, kl: str = "k3", agg: str = "grpo",
          max_len: int | None = None, kl_clamp: float | None = None, kl_log_ratio_clamp: float | None = None,

@@ -13,7 +13,7 @@ from .registry import register
 from .shapes import check_choice, check_rank, check_same_shape
 
 
-@register("reinforce_pp")
+@register("reinforce_pp", family="policy_gradient")
 def reinforce_pp(logprobs, old_logprobs, token_rewards, mask, *, ref_logprobs=None, kl_coef: float = 0.0,
                  clip_eps: float = 0.2, gamma: float = 1.0, clip_eps_high: float | None = None, kl: str = "k1",
                  whiten: bool = True, dual_clip: float | None = None, agg: str = "token_mean"):

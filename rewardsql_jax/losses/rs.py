@@ -8,7 +8,7 @@ from .registry import register
 from .sft import sft
 
 
-@register("rs")
+@register("rs", family="supervised")
 def rs(logits, targets, mask, rewards, *, threshold: float = 0.0, reduction: str = "token_mean"):
     """L_RS = -E_{(q, C) in D_filtered} log pi(C | q) with D_filtered = {C_i : R_i > tau} (Reward-SQL Sec. 5.2).
 

@@ -11,11 +11,17 @@ numerator of the full-batch mean exactly. The denominator follows the loss's red
 
 Batch-global statistics are computed before splitting: REINFORCE++'s whitening runs over the whole batch in
 ``prepare`` (as verl whitens over the whole rollout batch), then each micro-batch sees fixed advantages.
-Register an adapter for your own loss with ``register_adapter``.
+
+A loss without an adapter of its own is fed by the adapter of its family (``losses.register(..., family=...)``):
+``policy_gradient`` (``RLBatch`` / ``GroupedRLBatch`` with advantages), ``preference`` (``PreferenceBatch``),
+``supervised`` (``SFTBatch``), ``prm`` (``PRMBatch``), with the denominator its ``reduction`` names.
+``register_adapter`` replaces that for a loss that needs more (batch-global statistics, extra fields).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from typing import Callable
 
 import jax
@@ -68,13 +74,34 @@ def register_adapter(name: str, adapter: LossAdapter, *, override: bool = False)
 
 
 def get_adapter(name: str) -> LossAdapter:
-    """The adapter of loss ``name``; unknown losses list the registered names (from ``losses.get``)."""
-    losses.get(name)
-    if name not in _ADAPTERS:
-        raise ValueError(f"loss {name!r} is registered but the train step has no adapter for it; "
-                         f"register one with rewardsql_jax.training.register_adapter({name!r}, LossAdapter(...)). "
-                         f"Losses with adapters: {', '.join(sorted(_ADAPTERS))}.")
-    return _ADAPTERS[name]
+    """The adapter of loss ``name``: its own (``register_adapter``) or its family's; unknown losses list the
+    registered names (from ``losses.spec``)."""
+    spec = losses.spec(name)
+    if name in _ADAPTERS:
+        return _ADAPTERS[name]
+    return family_adapter(spec.family, spec.reduction, takes_reference=_takes(spec.fn, "ref_logprobs"))
+
+
+def _takes(fn, argument: str) -> bool:
+    try:
+        return argument in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # builtins / C callables without a signature
+        return False
+
+
+@functools.cache
+def family_adapter(family: str, reduction: str, *, takes_reference: bool = False) -> LossAdapter:
+    """The adapter every loss of ``family`` without its own gets (module docstring)."""
+    if family == "policy_gradient":
+        fn = functools.partial(_policy_gradient, reduction=reduction, takes_reference=takes_reference)
+        return LossAdapter((RLBatch, GroupedRLBatch), fn)
+    if family == "preference":
+        return LossAdapter(PreferenceBatch, _dpo)
+    if family == "supervised":
+        return LossAdapter(SFTBatch, functools.partial(_supervised, reduction=reduction))
+    if family == "prm":
+        return LossAdapter(PRMBatch, _prm)
+    raise ValueError(f"unknown loss family {family!r}; families: {list(losses.FAMILIES)}")
 
 
 def _rescale(loss, count, *, floor_one: bool = True):
@@ -139,12 +166,17 @@ def _sft_count(mask, reduction):
     return jnp.sum((jnp.sum(mask, axis=-1) > 0).astype(jnp.float32))
 
 
-def _sft(model, ref_model, batch: SFTBatch, loss_fn, opts):
+def _supervised(model, ref_model, batch: SFTBatch, loss_fn, opts, *, reduction: str):
     own, opts = _split(opts)
     logits, targets, mask = _next_token_inputs(model, batch, own)
     loss, metrics = loss_fn(logits, targets, mask, weights=batch.weights, **opts)
-    total, count = _rescale(loss, _sft_count(mask, opts.get("reduction", "token_mean")))
+    total, count = _rescale(loss, _sft_count(mask, reduction))
     return WeightedLoss(total, count, metrics)
+
+
+def _sft(model, ref_model, batch: SFTBatch, loss_fn, opts):
+    """The sft loss's reduction is one of its options."""
+    return _supervised(model, ref_model, batch, loss_fn, opts, reduction=opts.get("reduction", "token_mean"))
 
 
 def _rs(model, ref_model, batch: RSBatch, loss_fn, opts):
@@ -188,6 +220,28 @@ def _grpo(model, ref_model, batch: RLBatch, loss_fn, opts):
     loss, metrics = loss_fn(_rows(batch, lp), old, adv, mask, ref_logprobs=_rows(batch, ref), **opts)
     agg = opts.get("agg", "grpo")
     total, count = _rescale(loss, _pg_count(mask, agg, opts.get("max_len")), floor_one=agg != "dr_grpo")
+    return WeightedLoss(total, count, metrics)
+
+
+def _policy_gradient(model, ref_model, batch, loss_fn, opts, *, reduction: str, takes_reference: bool):
+    """A policy-gradient-family loss on [B, T] completion tokens; per-sequence advantages broadcast to tokens."""
+    own, opts = _split(opts)
+    if batch.advantages is None:
+        raise ValueError("a policy_gradient loss needs advantages in the batch (RLBatch.advantages); an algorithm "
+                         "that fills token_rewards (reinforce_pp) trains only its own loss")
+    mask, old, adv = _flat(batch, "completion_mask", "old_logprobs", "advantages")
+    mask = jnp.asarray(mask, jnp.float32)
+    adv = jnp.broadcast_to(adv[:, None], mask.shape) if adv.ndim == 1 else adv
+    kw = {}
+    if takes_reference:
+        ref = batch.ref_logprobs
+        if ref is None:
+            _need_ref(ref_model, "policy_gradient", "RLBatch.ref_logprobs")
+            ref = _no_grad_logprobs(ref_model, batch, own)
+        kw["ref_logprobs"] = _rows(batch, ref)
+    loss, metrics = loss_fn(_rows(batch, _rl_logprobs(model, batch, own)), old, adv, mask, **kw, **opts)
+    count = jnp.sum(mask) if reduction == "token_mean" else jnp.float32(mask.shape[0])
+    total, count = _rescale(loss, count)
     return WeightedLoss(total, count, metrics)
 
 
@@ -273,7 +327,6 @@ register_adapter("sft", LossAdapter(SFTBatch, _sft))
 register_adapter("rs", LossAdapter(RSBatch, _rs))
 register_adapter("grpo", LossAdapter((RLBatch, GroupedRLBatch), _grpo))
 register_adapter("reinforce_pp", LossAdapter((RLBatch, GroupedRLBatch), _reinforce_pp, prepare=_reinforce_pp_prepare))
-register_adapter("dpo", LossAdapter(PreferenceBatch, _dpo))
-register_adapter("prm", LossAdapter(PRMBatch, _prm))
+# dpo and prm are fed by their families' adapters
 
-__all__ = ["ADAPTER_OPTIONS", "LossAdapter", "WeightedLoss", "get_adapter", "register_adapter"]
+__all__ = ["ADAPTER_OPTIONS", "LossAdapter", "WeightedLoss", "family_adapter", "get_adapter", "register_adapter"]

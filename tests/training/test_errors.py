@@ -20,14 +20,6 @@ def test_unknown_loss_lists_the_registered_names():
         assert name in str(err.value)
 
 
-def test_registered_loss_without_adapter_says_how_to_add_one():
-    name = "test_errors_vanilla_pg"
-    if name not in losses.names():
-        losses.register(name)(lambda logprobs, mask: (np.float32(0.0), {}))
-    with pytest.raises(ValueError, match="register_adapter"):
-        make_train_step(tiny_state().graphdef, name)
-
-
 def test_mismatched_batch_shapes_name_the_field():
     b = sft_batch()
     with pytest.raises(ValueError, match=r"SFTBatch\.loss_mask has shape \(8, 11\) but input_ids has shape \(8, 12\)"):

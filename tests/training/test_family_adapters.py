@@ -1,0 +1,80 @@
+"""A loss registered with only its family trains through the family's adapter, exactly like a built-in."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _train_tiny import preference_batch, rl_batch, sft_batch, tiny_state
+
+from rewardsql_jax import losses
+from rewardsql_jax.losses import registry
+from rewardsql_jax.training.step import make_train_step
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    monkeypatch.setattr(registry, "_LOSSES", dict(registry._LOSSES))
+
+
+def _params_after(loss, options, batch, *, with_reference=False):
+    state = tiny_state(with_reference=with_reference)
+    state, metrics = make_train_step(state.graphdef, loss, options)(state, batch)
+    return jax.tree.leaves(state.params), metrics
+
+
+def _assert_same(a, b):
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5, atol=2e-7)
+
+
+def test_policy_gradient_family_matches_grpo_token_mean(scratch_registry):
+    """-A * ratio averaged over completion tokens is grpo with no clipping, no KL, agg=token_mean."""
+
+    @losses.register("plain_ratio_pg", family="policy_gradient")
+    def plain_ratio_pg(logprobs, old_logprobs, advantages, mask):
+        per_token = -advantages * jnp.exp(logprobs - jax.lax.stop_gradient(old_logprobs))
+        return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1.0), {}
+
+    for per_token in (True, False):  # [B, T] advantages, and [B] broadcast to tokens by the adapter
+        batch = rl_batch(per_token=per_token)
+        mine, _ = _params_after("plain_ratio_pg", {}, batch)
+        ref, _ = _params_after("grpo", {"clip_eps": 1e6, "beta": 0.0, "agg": "token_mean"}, batch)
+        _assert_same(mine, ref)
+
+
+def test_policy_gradient_family_gets_reference_logprobs_when_it_asks(scratch_registry):
+    seen = {}
+
+    @losses.register("pg_with_kl", family="policy_gradient", reduction="sequence_mean")
+    def pg_with_kl(logprobs, old_logprobs, advantages, mask, *, ref_logprobs, beta=0.5):
+        seen["ref"] = ref_logprobs.shape
+        per_seq = jnp.sum((-advantages * logprobs + beta * (logprobs - ref_logprobs)) * mask, -1)
+        return jnp.mean(per_seq / jnp.maximum(jnp.sum(mask, -1), 1.0)), {"pg/beta": jnp.float32(beta)}
+
+    batch = rl_batch(with_ref=False)
+    _, metrics = _params_after("pg_with_kl", {"beta": 0.25}, batch, with_reference=True)
+    assert seen["ref"] == batch.input_ids.shape
+    assert float(metrics["pg/beta"]) == 0.25
+    with pytest.raises(ValueError, match="reference"):
+        _params_after("pg_with_kl", {}, batch, with_reference=False)
+
+
+def test_preference_and_supervised_families(scratch_registry):
+    @losses.register("my_dpo", family="preference", reduction="sequence_mean")
+    def my_dpo(chosen, rejected, ref_chosen, ref_rejected, *, beta=0.1):
+        return losses.dpo(chosen, rejected, ref_chosen, ref_rejected, beta=beta)
+
+    @losses.register("my_sft", family="supervised")
+    def my_sft(logits, targets, mask, *, weights=None):
+        return losses.sft(logits, targets, mask)
+
+    _assert_same(_params_after("my_dpo", {"beta": 0.2}, preference_batch(), with_reference=True)[0],
+                 _params_after("dpo", {"beta": 0.2}, preference_batch(), with_reference=True)[0])
+    _assert_same(_params_after("my_sft", {}, sft_batch())[0], _params_after("sft", {}, sft_batch())[0])
+
+
+def test_a_family_loss_refuses_a_batch_of_another_family(scratch_registry):
+    losses.register("pg_x", family="policy_gradient")(lambda lp, old, adv, mask: (jnp.sum(lp * mask), {}))
+    with pytest.raises((TypeError, ValueError), match="RLBatch"):
+        _params_after("pg_x", {}, sft_batch())
