@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rewardsql_jax.kernels.dispatch import attention_impl  # noqa: E402
-from rewardsql_jax.kernels.reference import decode_attention_reference, mha_reference  # noqa: E402
+from rewardsql_jax.kernels.dispatch import attention_impl
+from rewardsql_jax.kernels.reference import decode_attention_reference, mha_reference
 
 # (B, T, H, Hkv, D): Qwen2.5-0.5B-like and Qwen2.5-7B-like attention layouts.
 FLASH_SHAPES = [(8, 1024, 14, 2, 64), (4, 2048, 28, 4, 128), (1, 8192, 28, 4, 128)]
@@ -69,7 +69,9 @@ def flash_rows(shape, dtype, impl, iters):
         return jax.jit(lambda q, k, v: fn(q, k, v, causal=True, kv_lengths=lengths))
 
     def fwd_bwd(fn):
-        loss = lambda q, k, v: jnp.sum(fn(q, k, v, causal=True, kv_lengths=lengths).astype(jnp.float32))
+        def loss(q, k, v):
+            return jnp.sum(fn(q, k, v, causal=True, kv_lengths=lengths).astype(jnp.float32))
+
         return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
 
     rows = []
@@ -150,7 +152,7 @@ def main():
 
     device = jax.devices()[0].device_kind
     header = (
-        f"### Attention kernels ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {device}, "
+        f"### Attention kernels ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {device}, "
         f"{platform.node()}, {dtype.name}, kernel={impl.name if impl else 'none'})\n\n"
         f"Command: `python benchmarks/kernels.py {' '.join(sys.argv[1:])}`\n"
     )

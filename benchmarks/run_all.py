@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per script")
     ap.add_argument("--no-append", action="store_true", help="print only, do not touch RESULTS.md")
     args = ap.parse_args(argv)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     section = [f"\n## {stamp}{' (--quick)' if args.quick else ''}\n", f"Machine: {machine()}\n"]
     failures = 0
     for path in scripts(args.only):

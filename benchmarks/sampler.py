@@ -103,7 +103,10 @@ def bench(name, shape, *, batch, prompt_len, new_tokens, repeats):
                                do_sample=False, pad_token_id=0, eos_token_id=None)[:, prompt_len:].numpy()
 
     cache = prompt_len + new_tokens  # one cache length: the 1-token and n-token runs share a compile
-    ours = lambda n: generate(jm, prompts.tolist(), max_new_tokens=n, max_cache_len=cache)  # noqa: E731
+
+    def ours(n):
+        return generate(jm, prompts.tolist(), max_new_tokens=n, max_cache_len=cache)
+
     t = _time_both(None if NO_HF else hf_run, ours, new_tokens, repeats)
     match = float("nan") if NO_HF else float(np.mean(np.asarray(t.ours_out.tokens) == t.hf_out))
     return t.row(name, n_params, match), shape
@@ -172,8 +175,11 @@ def bench_grpo(*, prompts=4, samples=8, new_tokens=64, repeats=2):
                                eos_token_id=None)
 
     cache = width + new_tokens
-    ours = lambda n: generate(jm, prompt_lists, max_new_tokens=n, temperature=1.0, num_samples=samples,  # noqa: E731
-                              max_cache_len=cache, seed=n)
+
+    def ours(n):
+        return generate(jm, prompt_lists, max_new_tokens=n, temperature=1.0, num_samples=samples,
+                        max_cache_len=cache, seed=n)
+
     t = _time_both(None if NO_HF else hf_run, ours, new_tokens, repeats)
     assert all(len(x) == new_tokens for x in t.ours_out.tokens)
     return t.row(f"grpo-tiny {prompts}x{samples}", sum(p.numel() for p in tm.parameters()), float("nan")), GRPO_TINY

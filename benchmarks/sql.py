@@ -10,6 +10,7 @@ Data: the shared/data folder beside the repository root.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -19,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SPIDER = ROOT.parent / "shared" / "data" / "spider"
 
-from rewardsql_jax.sql import ExecutorPool, execute  # noqa: E402
-from rewardsql_jax.sql.execute import connect_readonly, run_query  # noqa: E402
+from rewardsql_jax.sql import ExecutorPool, execute
+from rewardsql_jax.sql.execute import connect_readonly, run_query
 
 
 def load_dev() -> list[tuple[str, str]]:
@@ -106,7 +107,7 @@ def bench_clause_rewards(limit: int = 200):
             break
     calls, seconds = 0, 0.0
     for db, pred, gold in cases:
-        out, dt = _timed(lambda: clause_rewards(db, pred, gold))
+        out, dt = _timed(functools.partial(clause_rewards, db, pred, gold))
         calls += out.db_calls
         seconds += dt
     print(f"\nclause_rewards on {len(cases)} Spider dev mispredictions: {calls / len(cases):.2f} DB calls/query, "

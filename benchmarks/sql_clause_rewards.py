@@ -16,13 +16,13 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import sqlglot
+from sqlglot import exp
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import sqlglot  # noqa: E402
-from sqlglot import exp  # noqa: E402
-
-from rewardsql_jax.sql import clause_rewards, execute  # noqa: E402
+from rewardsql_jax.sql import clause_rewards, execute
 
 SPIDER = ROOT.parent / "shared" / "data" / "spider"
 _AGG_SWAP = {exp.Max: exp.Min, exp.Min: exp.Max, exp.Avg: exp.Sum, exp.Sum: exp.Avg, exp.Count: exp.Sum}

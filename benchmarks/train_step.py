@@ -67,7 +67,10 @@ def make_batches(shape: str, seed: int = 0):
     attn = np.ones((b, t), np.int32)
     comp = np.zeros((b, t), np.float32)
     comp[:, t // 2:] = 1.0
-    lp = lambda: (-np.log(v) + 0.1 * rng.normal(size=(b, t))).astype(np.float32)  # noqa: E731
+
+    def lp():
+        return (-np.log(v) + 0.1 * rng.normal(size=(b, t))).astype(np.float32)
+
     rl = RLBatch(ids, attn, comp, old_logprobs=lp(), advantages=rng.normal(size=(b, t)).astype(np.float32),
                  ref_logprobs=lp())
     return SFTBatch(ids, attn, comp), rl
@@ -100,7 +103,8 @@ def bench_jax(shape, loss, iters, dtype):
     first = time.perf_counter() - t0
     step_s = _median_time(one, iters)
     n = count_params(box["state"].model())
-    del box, state
+    box.clear()  # free the state before the next shape (the closure `one` still refers to box)
+    state = None
     gc.collect()
     return Result(shape, loss, "jax", step_s, first, sft.input_ids.size), n
 
@@ -149,7 +153,7 @@ def bench_torch(shape, loss, iters):
     one()
     first = time.perf_counter() - t0
     step_s = _median_time(one, iters)
-    del model, opt
+    model = opt = None  # free them before the next shape (the closures refer to these names)
     gc.collect()
     return Result(shape, loss, "torch", step_s, first, sft.input_ids.size)
 

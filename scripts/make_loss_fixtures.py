@@ -18,8 +18,8 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "losses"))
 
-from loss_cases import make_cases  # noqa: E402
-from torch_refs import run_torch  # noqa: E402
+from loss_cases import make_cases
+from torch_refs import run_torch
 
 
 def build() -> dict[str, np.ndarray]:
