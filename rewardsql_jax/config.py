@@ -48,6 +48,14 @@ def _parse_value(raw: str, current, field_type, key: str):
             return target(float(raw)) if target is int and "e" in raw.lower() else target(raw)
         except ValueError:
             raise ValueError(f"override {key}={raw}: expected a {target.__name__}") from None
+    if target is dict:  # e.g. rl.loss_options={"scale":2.0}
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = None
+        if not isinstance(value, dict):
+            raise ValueError(f"override {key}={raw}: expected a Python dict literal, e.g. {key}='{{\"scale\": 2.0}}'")
+        return value
     if target in (tuple, list):
         try:
             value = ast.literal_eval(raw)

@@ -5,6 +5,8 @@ import re
 from pathlib import Path
 
 from rewardsql_jax.models.config import ModelConfig
+from rewardsql_jax.rl import get_algorithm, policy_loss
+from rewardsql_jax.rl.rollouts import sampler_prompts
 
 from .aot import plan_memory
 from .presets import PRESETS, preset_config
@@ -36,12 +38,11 @@ def plan_from_run_config(run_config, *, devices=None, hbm_gb: float | None = Non
     """Plan the online RL step of ``run_config``: ``rl.prompts_per_step`` x ``rl.samples_per_prompt`` rows of
     ``model.max_len`` tokens (``max_len - rl.max_new_tokens`` of prompt), ``mesh.micro_batches``, the sampler
     called on the RL stage's prompt chunks. ``devices``: a count (when a mesh axis is -1) or devices."""
-    from rewardsql_jax.stages.rl_online import loss_setup, sampler_prompts
-
     rl, mesh = run_config.rl, run_config.mesh
-    loss, options = loss_setup(rl)
-    if loss != "grpo":
-        raise ValueError(f"planning covers the GRPO algorithms; rl.algorithm={rl.algorithm!r} uses loss {loss!r}")
+    loss, options = policy_loss(rl)
+    if not get_algorithm(rl.algorithm).online or loss != "grpo":
+        raise ValueError(f"planning covers online algorithms training the grpo loss; rl.algorithm={rl.algorithm!r} "
+                         f"trains loss {loss!r}")
     cfg = model_config_of(run_config)
     prompt_len = run_config.model.max_len - rl.max_new_tokens
     if prompt_len < 1:

@@ -12,9 +12,10 @@ allocated (``planning``: the real jitted steps compiled for abstract inputs on t
 
 What is compiled, at ``model.max_len`` (bucketed: an upper bound, the stages pad to their longest example):
   sft  one step of ``sft.batch_size`` rows;  prm  one step of ``prm.batch_size`` rows (PRM loss);
-  rl   grpo algorithms: ``planning.plan_from_run_config`` (train step and sampler, ``check_fits``);
-       reinforce_pp: its train step of prompts x samples rows; dpo / rs: one step of ``rl.prompts_per_step``
-       pairs / sequences. (The sampling stages prm_labels / inference are not checked.)
+  rl   online algorithms training the grpo loss: ``planning.plan_from_run_config`` (train step and sampler,
+       ``check_fits``); other online ones (reinforce_pp, a plugin loss): their train step of prompts x samples
+       rows; offline ones: one step of ``rl.prompts_per_step`` items of the algorithm's ``batch_type``. (The
+       sampling stages prm_labels / inference are not checked.)
 """
 from __future__ import annotations
 
@@ -87,32 +88,40 @@ def _fields(kind: str, rows: int, seq: int) -> dict:
     if kind == "prm":
         steps = ((rows, _PRM_MAX_STEPS), i32)
         return {**tok, "tag_positions": steps, "labels": steps, "step_mask": steps}
-    if kind == "reinforce_pp":
+    if kind in ("advantages", "token_rewards"):  # an online algorithm's RLBatch
         return {**tok, "completion_mask": ((rows, seq), i32), "old_logprobs": ((rows, seq), f32),
-                "token_rewards": ((rows, seq), f32)}
-    side = lambda s: {f"{s}_input_ids": ((rows, seq), i32), f"{s}_attention_mask": ((rows, seq), i32),  # noqa: E731
-                      f"{s}_loss_mask": ((rows, seq), i32)}
-    return {**side("chosen"), **side("rejected")}  # dpo
+                kind: ((rows, seq), f32)}
+
+    def side(s):
+        return {f"{s}_input_ids": ((rows, seq), i32), f"{s}_attention_mask": ((rows, seq), i32),
+                f"{s}_loss_mask": ((rows, seq), i32)}
+
+    return {**side("chosen"), **side("rejected")}  # preference
 
 
 def _step_spec(config, stage: str):
-    """(batch class, field kind, rows, loss, options, reference, what to lower to fit) of a non-GRPO step."""
+    """(batch class, field kind, rows, loss, options, reference, what to lower to fit) of a step the planner's
+    RL plan does not cover."""
+    from rewardsql_jax.rl import get_algorithm, policy_loss
     from rewardsql_jax.training.batch import PreferenceBatch, PRMBatch, RLBatch, SFTBatch
 
-    from .rl_online import loss_setup
-
-    rl = config.rl
     if stage == "sft":
         return SFTBatch, "sft", config.sft.batch_size, "sft", None, False, "sft.batch_size"
     if stage == "prm":
         return PRMBatch, "prm", config.prm.batch_size, "prm", {"tag_token_ids": (1, 2)}, False, "prm.batch_size"
-    if rl.algorithm == "reinforce_pp":
-        loss, options = loss_setup(rl)
-        return (RLBatch, "reinforce_pp", rl.prompts_per_step * rl.samples_per_prompt, loss, options, True,
+    rl = config.rl
+    algorithm, (loss, options) = get_algorithm(rl.algorithm), policy_loss(rl)
+    if algorithm.online:
+        return (RLBatch, algorithm.batch_field, rl.prompts_per_step * rl.samples_per_prompt, loss, options, True,
                 "rl.prompts_per_step")
-    if rl.algorithm == "dpo":
-        return PreferenceBatch, "dpo", rl.prompts_per_step, "dpo", {"beta": rl.dpo_beta}, True, "rl.prompts_per_step"
-    return SFTBatch, "sft", rl.prompts_per_step, "sft", None, True, "rl.prompts_per_step"  # rs
+    kind = {PreferenceBatch: "preference", SFTBatch: "sft"}[algorithm.batch_type]
+    return algorithm.batch_type, kind, rl.prompts_per_step, loss, options, True, "rl.prompts_per_step"
+
+
+def _planned_by_the_rl_plan(config) -> bool:
+    from rewardsql_jax.rl import get_algorithm, policy_loss
+
+    return get_algorithm(config.rl.algorithm).online and policy_loss(config.rl)[0] == "grpo"
 
 
 def check_stage(config, stage: str, devices, limit: int):
@@ -123,7 +132,7 @@ def check_stage(config, stage: str, devices, limit: int):
 
     from rewardsql_jax.training.collate import bucket_length
 
-    if stage == "rl" and config.rl.algorithm.startswith("grpo"):
+    if stage == "rl" and _planned_by_the_rl_plan(config):
         return check_fits(plan_from_run_config(config, devices=devices), limit / 1e9)
     batch_type, kind, rows, loss, options, reference, knob = _step_spec(config, stage)
     m, seq = config.mesh, bucket_length(config.model.max_len)

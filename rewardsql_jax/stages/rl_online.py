@@ -1,119 +1,147 @@
-"""Online RL steps (Reward-SQL Sec. 5.3 GRPO and its variants; EXPO-SQL Sec. 3.3 REINFORCE++).
+"""The online RL loop: one iteration is five named phases, timed and logged per step.
 
-One step: pick ``prompts_per_step`` training questions (seeded by (seed, step)), sample ``samples_per_prompt``
-completions each from the current params, score them, assemble advantages / token rewards, and take one
-optimizer step on the whole rollout batch (``micro_batches`` only splits it for memory). Per algorithm:
+  generate   sample ``rl.samples_per_prompt`` completions for each of ``rl.prompts_per_step`` questions (drawn
+             by (seed, step)) from the current params; each finished chunk's host work starts meanwhile
+  execute    wait for that host work: decode, run every completion and its gold SQL in the SQL worker pool
+             (EXPO-SQL clause rewards too when the algorithm wants them)
+  reward     PRM step scores of the completions (algorithms with ``needs_prm``)
+  advantage  the algorithm's ``update`` (advantages / token rewards) laid out as the train batch
+  update     one optimizer step of the algorithm's loss on the whole batch (``mesh.micro_batches`` only splits
+             it for memory)
 
-  grpo               R_i = PR + OR; step advantages of Sec. 5.3 (``rl.advantage_variant`` "paper" | "released")
-                     on the tokens of each step; loss ``grpo`` with clip, k3 KL to the SFT policy.
-  grpo_outcome       OR only; per-sequence group z-scores (DeepSeekMath outcome supervision); loss ``grpo``.
-  grpo_deepseekmath  PRM step scores, DeepSeekMath process supervision (Reward-SQL appendix A.3.1); loss ``grpo``.
-  reinforce_pp       EXPO-SQL clause rewards on each clause's tokens; loss ``reinforce_pp`` (KL in the reward,
-                     gamma 0 so each token is weighted by its own clause reward as in Eq. 4, global whitening).
+``rl_iteration(inputs, state, step)`` is that iteration; ``RLInputs`` holds everything it reads.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+from typing import Callable
 
-import numpy as np
+import jax
+from tqdm.auto import tqdm
 
-from rewardsql_jax.rewards.rollout_rewards import (clause_token_rewards, outcome_advantages, process_reward,
-                                                   process_token_advantages)
+from rewardsql_jax.distributed import is_primary
+from rewardsql_jax.rl import RolloutSampler, get_algorithm, score_rows
+from rewardsql_jax.rl import update as rl_update
+from rewardsql_jax.rl.algorithm import OnlineAlgorithm
+from rewardsql_jax.rl.rollouts import pick_questions, sampler_prompts
 
-from rewardsql_jax.training.collate import grouped_rl_batch, rl_batch
-from .rl_rollouts import Rollouts
+from .context import RunContext
+from .policy import save_model
+from .rl_report import online_metrics, plot_learning_curve
+from .rl_setup import (RLData, checkpoint_or_stop, new_state, prm_scorer_if_needed, resume, rl_data, stop_after,
+                       train_step)
 
-PRM_ALGORITHMS = ("grpo", "grpo_deepseekmath", "dpo", "rs")
-ONLINE_ALGORITHMS = ("grpo", "grpo_outcome", "grpo_deepseekmath", "reinforce_pp")
+PHASES = ("generate", "execute", "reward", "advantage", "update")
 
 
 @dataclasses.dataclass(frozen=True)
-class StepRewards:
-    """The batch to train on plus the per-completion scalar reward (for logging) and PRM step scores."""
+class RLInputs:
+    """What an online iteration reads: the config, the algorithm, its questions, the sampler, the PRM scorer
+    (None without ``needs_prm``), the jitted train step and the batch layout."""
 
-    batch: object
-    rewards: np.ndarray
-    step_scores: list | None
-    score_seconds: float = 0.0  # PRM scoring (device) time
+    rl: object
+    seed: int
+    algorithm: OnlineAlgorithm
+    data: RLData
+    sampler: RolloutSampler
+    scorer: object
+    step_fn: Callable
+    pad_id: int
 
-
-def loss_setup(rl) -> tuple[str, dict]:
-    """(loss name, loss options) of an online algorithm; the sampler's temperature scales the log-probs."""
-    if rl.algorithm == "reinforce_pp":
-        return "reinforce_pp", {"clip_eps": rl.clip_eps, "kl_coef": rl.kl_beta, "kl": "k1", "gamma": 0.0,
-                                "temperature": rl.temperature}
-    opts = {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "kl": "k3", "temperature": rl.temperature}
-    if rl.entropy_coef != 0.0:  # paper: entropy bonus 0.001
-        opts["entropy_coef"] = rl.entropy_coef
-    return "grpo", opts
-
-
-def check_online_config(rl) -> None:
-    """Clear errors for settings the online loop cannot honour."""
-    if rl.temperature <= 0:
-        raise ValueError(f"rl.temperature={rl.temperature}: RL samples rollouts, use a temperature > 0 (paper: 1.0)")
-    if rl.algorithm.startswith("grpo") and rl.samples_per_prompt < 2:
-        raise ValueError(f"rl.algorithm={rl.algorithm!r} normalises rewards within a group of samples of one prompt; "
-                         f"set rl.samples_per_prompt >= 2 (paper: 8)")
-    if rl.entropy_coef != 0.0 and rl.algorithm == "reinforce_pp":
-        raise ValueError(f"rl.entropy_coef={rl.entropy_coef}: the REINFORCE++ loss has no entropy bonus; "
-                         f"set rl.entropy_coef=0.0 or use a grpo algorithm")
+    @property
+    def completion_length(self) -> int | None:
+        """Shared-prefix batches (each prompt once per group) are completion-aligned to ``max_new_tokens``."""
+        return self.rl.max_new_tokens if self.rl.shared_prefix else None
 
 
-def train_batch(ro: Rollouts, *, group_size: int, length: int, pad_id: int, completion_length: int | None, **values):
-    """The rollouts as a train batch: ``GroupedRLBatch`` (each prompt once, prompts left-padded to ``length -
-    completion_length``) when ``completion_length`` is given, else ``RLBatch`` rows of ``length``."""
-    if completion_length is None:
-        return rl_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, length=length, pad_id=pad_id, **values)
-    return grouped_rl_batch(ro.prompt_ids[::group_size], ro.token_ids, ro.logprobs, group=group_size,
-                            prompt_length=length - completion_length, completion_length=completion_length,
-                            pad_id=pad_id, **values)
+class PhaseTimer:
+    """Wall seconds of each named phase of one iteration."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
 
-def step_rewards(algorithm: str, variant: str, ro: Rollouts, *, group_size: int, scorer, length: int,
-                 pad_id: int, completion_length: int | None = None, rm_coef: float = 1.0) -> StepRewards:
-    """Rewards, advantages and the train batch of one rollout batch (module docstring); ``completion_length``
-    set: a shared-prefix ``GroupedRLBatch`` (``train_batch``). ``rm_coef``: PRM weight of the "released"
-    variant (``rl.rm_coef``; its logged reward is rm_coef * PR + OR)."""
-    outcomes = ro.outcomes.rewards
-    scores, t0 = None, time.perf_counter()
-    if algorithm in ("grpo", "grpo_deepseekmath"):
-        scores = scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
-    score_seconds = time.perf_counter() - t0
-    kw = dict(group_size=group_size, length=length, pad_id=pad_id, completion_length=completion_length)
-    if algorithm == "grpo_outcome":
-        batch = train_batch(ro, advantages=outcome_advantages(outcomes, group_size), **kw)
-        return StepRewards(batch, outcomes, None)
-    if algorithm == "reinforce_pp":
-        values = [clause_token_rewards(c, cl, gold_ok=ok)
-                  for c, cl, ok in zip(ro.completions, ro.clauses, ro.outcomes.gold_ok)]
-        batch = train_batch(ro, token_values=values, field="token_rewards", **kw)
-        per_seq = np.asarray([v.mean() if len(v) else 0.0 for v in values], np.float32)
-        return StepRewards(batch, per_seq, None)
-    v = variant if algorithm == "grpo" else "deepseekmath"
-    values = process_token_advantages(ro.completions, scores, outcomes, group_size, variant=v, rm_coef=rm_coef)
-    batch = train_batch(ro, token_values=values, **kw)
-    pr = np.asarray([process_reward(s) for s in scores], np.float32)
-    if v == "released":
-        pr = np.float32(rm_coef) * pr
-    return StepRewards(batch, pr + outcomes if algorithm == "grpo" else pr, scores, score_seconds)
+def rl_iteration(inputs: RLInputs, state, step: int):
+    """One online RL step (module docstring); returns ``(state, record)``, the record being what the log holds."""
+    rl, data, algo = inputs.rl, inputs.data, inputs.algorithm
+    timer, t0 = PhaseTimer(), time.perf_counter()
+    idx = pick_questions(len(data.records), rl.prompts_per_step, inputs.seed, step)
+    with timer.phase("generate"):
+        pending = inputs.sampler.generate(state.model(), [data.records[i] for i in idx],
+                                          [data.prompt_ids[i] for i in idx], seed=inputs.seed * 100_003 + step)
+    with timer.phase("execute"):
+        ro = pending.collect()
+    with timer.phase("reward"):
+        scores = (inputs.scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+                  if algo.needs_prm else None)
+    with timer.phase("advantage"):
+        upd = algo.update(ro, scores, rl)
+        batch = rl_update.train_batch(ro, upd, group_size=rl.samples_per_prompt, length=data.length,
+                                      pad_id=inputs.pad_id, completion_length=inputs.completion_length)
+    with timer.phase("update"):
+        state, m = inputs.step_fn(state, batch)
+        metrics = jax.device_get(m)
+    return state, step_record(step, ro, upd, metrics, timer.seconds, time.perf_counter() - t0)
 
 
-def pick_questions(n: int, k: int, seed: int, step: int) -> np.ndarray:
-    """Indices of the ``k`` questions of RL step ``step``: a permutation seeded by (seed, step) alone, so a
-    resumed run draws the same questions (without replacement while k <= n)."""
-    rng = np.random.default_rng([seed, step])
-    return rng.permutation(n)[:k] if k <= n else rng.integers(0, n, size=k)
+def step_record(step: int, ro, upd, m: dict, phases: dict, seconds: float) -> dict:
+    """The logged record of one step: rewards, the loss's metrics, phase timings and throughput."""
+    device = phases["generate"] + phases["reward"] + phases["update"]
+    rec = {"step": step, "reward": float(upd.rewards.mean()), "or_rate": float(ro.outcomes.rewards.mean()),
+           "executable_rate": float(ro.outcomes.executable.mean()), "loss": float(m["loss"]),
+           "kl": float(m.get("kl", float("nan"))), "clip_ratio": float(m.get("clip_ratio/region", float("nan"))),
+           "grad_norm": float(m["grad_norm"]), "loss_is_finite": bool(m["loss_is_finite"]),
+           "tokens": ro.tokens, "sample_seconds": ro.sample_seconds, "host_wait_seconds": ro.wait_seconds,
+           "prm_seconds": phases["reward"], "train_seconds": phases["update"], "step_seconds": seconds,
+           "phase_seconds": {p: phases[p] for p in PHASES},
+           # every scalar the loss reported (a custom loss's own metrics land here)
+           "loss_metrics": {k: float(v) for k, v in m.items() if getattr(v, "ndim", 0) == 0}}
+    # the device works while sampling, PRM scoring and training; the rest of the step is host-only time
+    rec["device_idle_fraction"] = max(0.0, 1.0 - device / seconds)
+    return rec
 
 
-def chunk_prompts(prompts_per_step: int) -> int:
-    """Prompts per sampler call: the largest divisor of ``prompts_per_step`` at most half of it, so every call
-    has one shape and a step has >= 2 chunks whose host work overlaps sampling (1 prompt: 1)."""
-    return max(d for d in range(1, max(prompts_per_step // 2, 1) + 1) if prompts_per_step % d == 0)
+def run_online(ctx: RunContext) -> dict:
+    cfg, rl, out = ctx.config, ctx.config.rl, ctx.stage_dir("rl")
+    tok, pool, algo = ctx.tokenizer(), ctx.pool(), get_algorithm(rl.algorithm)
+    state = new_state(ctx)
+    step_fn = train_step(ctx, state)
+    ckpt, state, start, history = resume(ctx, out, state)
 
+    def host_fn(records, token_ids):
+        return score_rows(tok, pool, records, token_ids, clauses=algo.clause_rewards, ex_mode=cfg.data.ex_mode)
 
-def sampler_prompts(rl) -> int:
-    """Prompts per sampler call of the RL stage: ``rl.prompts_per_sampler_call`` (a divisor of
-    ``rl.prompts_per_step``, checked by ``RLConfig``), or when it is 0 the automatic ``chunk_prompts``."""
-    return rl.prompts_per_sampler_call or chunk_prompts(rl.prompts_per_step)
+    sampler = RolloutSampler(tok, host_fn, samples=rl.samples_per_prompt, temperature=rl.temperature,
+                             max_new_tokens=rl.max_new_tokens, prompts_per_call=sampler_prompts(rl))
+    data = rl_data(ctx)
+    inputs = RLInputs(rl=rl, seed=cfg.seed, algorithm=algo, data=data, sampler=sampler,
+                      scorer=prm_scorer_if_needed(ctx), step_fn=step_fn,
+                      pad_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+    limit, every, ran = stop_after(ctx), rl.checkpoint_every, 0
+    bar = tqdm(range(start, rl.steps), initial=start, total=rl.steps, desc=f"rl ({rl.algorithm})")
+    try:
+        for step in bar:
+            state, rec = rl_iteration(inputs, state, step)
+            history.append(rec)
+            ctx.log({"stage": "rl", **rec})
+            bar.set_postfix(reward=f"{rec['reward']:.3f}", OR=f"{rec['or_rate']:.2f}", loss=f"{rec['loss']:.4f}")
+            ran += 1
+            checkpoint_or_stop(ckpt, state, step, rl.steps, history, ran=ran, limit=limit, every=every)
+    finally:
+        ckpt.close()
+        sampler.close()
+    jax.block_until_ready(state.params)
+    save_model(ctx, state.model(), out / "policy")
+    if is_primary():
+        plot_learning_curve(history, out / "learning_curve.png", title=f"rl ({rl.algorithm})")
+    return ctx.finish("rl", online_metrics(rl, history, resumed_from=start, dropped=data.dropped_too_long))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 
 STAGES = ("cold_start", "sft", "prm_labels", "prm", "rl", "inference", "evaluate")
-RL_ALGORITHMS = ("grpo", "grpo_outcome", "grpo_deepseekmath", "reinforce_pp", "dpo", "rs")
 AGGREGATIONS = ("min", "product", "last", "average")
 
 
@@ -152,7 +151,11 @@ class PRMConfig:
 class RLConfig:
     """RL stage (paper GRPO: lr 1e-6, 48 prompts x 8 samples, clip 0.2, KL k3 0.001, entropy 0.001, T=1)."""
 
-    algorithm: str = "grpo"          # grpo (PRM+outcome, Sec. 5.3) | grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs
+    algorithm: str = "grpo"          # a registered algorithm (rewardsql_jax.rl): grpo (PRM+outcome, Sec. 5.3) |
+                                     # grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs | a plugin's
+    loss: str = ""                   # "" = the algorithm's loss; else a registered loss of the same family
+    loss_options: dict = dataclasses.field(default_factory=dict)  # options of rl.loss (replace the algorithm's)
+    algorithm_options: dict = dataclasses.field(default_factory=dict)  # a plugin algorithm's own options
     advantage_variant: str = "paper"  # paper | released (process advantage of Sec. 5.3)
     rm_coef: float = 1.0              # PRM weight in the token rewards; only algorithm "grpo" with
                                       # advantage_variant="released" uses it (ignored otherwise); 0 = the released
@@ -174,7 +177,10 @@ class RLConfig:
     prompts_per_sampler_call: int = 0  # prompts per sampler call (a divisor of prompts_per_step); 0 = automatic
 
     def __post_init__(self):
-        require_choice(self, "algorithm", RL_ALGORITHMS)
+        from rewardsql_jax.rl import get_algorithm, policy_loss
+
+        get_algorithm(self.algorithm)  # unknown name: lists the registered algorithms
+        policy_loss(self)  # unknown rl.loss: lists the registered losses
         require_choice(self, "advantage_variant", ("paper", "released"))
         if not self.rm_coef >= 0:
             raise ValueError(f"rl.rm_coef must be >= 0, got {self.rm_coef}")
@@ -243,6 +249,8 @@ class RunConfig:
     memory_check: str = "auto"        # AOT memory estimate before training: auto | on | off (stages/memory_check.py)
     memory_limit_gb: float = 0.0      # per-device memory the check compares with; 0 = the device's own
     resume: str = "check"             # finished stages: check (stop if their settings changed) | accept_changes
+    plugins: tuple = ()               # user .py files imported before the run (their losses / RL algorithms);
+                                      # launch/run.py imports them before it reads the other overrides
 
     def __post_init__(self):
         require_choice(self, "memory_check", ("auto", "on", "off"))
@@ -251,3 +259,7 @@ class RunConfig:
         if unknown:
             raise ValueError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")
         require_positive(self, "workers")
+        if "rl" in self.stages:  # the RL settings across sections, before SFT and PRM train for minutes
+            from rewardsql_jax.rl import get_algorithm
+
+            get_algorithm(self.rl.algorithm).validate(self)

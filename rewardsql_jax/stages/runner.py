@@ -5,6 +5,7 @@ import importlib
 import time
 
 from rewardsql_jax.distributed import barrier, is_primary, speaker
+from rewardsql_jax.plugins import load_plugins
 
 from .context import RunContext
 from .memory_check import check_memory
@@ -52,6 +53,7 @@ def check_finished_stages(ctx: RunContext, order, *, log=print) -> None:
 def run_pipeline(config: RunConfig, *, log=print) -> dict:
     """Run ``config.stages`` in the order of ``STAGES``; returns {stage: metrics}. Resumable. First the AOT
     memory check of the training stages that will run (``memory_check.py``; MemoryError when one will not fit)."""
+    load_plugins(config.plugins)  # idempotent; launch/run.py has imported them before reading the config
     ctx = RunContext.create(config)
     results = {}
     try:

@@ -231,7 +231,7 @@ def test_released_variant_matches_the_released_code_per_token(tok, group_size, r
         compared += 1
     assert compared >= group_size  # at least one group really compared
     if rm_coef == 0:  # the shipped grpo_trainer.yaml: advantage on the last response token only
-        for i, a in enumerate(ours):
+        for a in ours:
             assert not a[:-1].any()
 
 
@@ -345,8 +345,7 @@ def test_anchor_helpers():
 
 
 def test_rl_config_and_step_rewards_pass_rm_coef(tok):
-    from rewardsql_jax.stages.rl_online import step_rewards
-    from rewardsql_jax.stages.rl_rollouts import Rollouts
+    from rewardsql_jax.rl import Rollouts, get_algorithm, train_batch
 
     assert RLConfig().rm_coef == 1.0 and RLConfig(advantage_variant="released", rm_coef=0.0).rm_coef == 0.0
     with pytest.raises(ValueError, match="rm_coef"):
@@ -364,9 +363,11 @@ def test_rl_config_and_step_rewards_pass_rm_coef(tok):
     ro = Rollouts(prompt_ids=[[1, 2], [1, 2]], token_ids=ids, logprobs=[[-1.0] * len(i) for i in ids],
                   records=[{"prompt": "q"}] * 2, completions=comps, outcomes=out, clauses=[None, None],
                   tokens=sum(map(len, ids)), sample_seconds=1.0, wait_seconds=0.0)
-    sr = step_rewards("grpo", "released", ro, group_size=2, scorer=FixedPRM(), length=96, pad_id=0, rm_coef=0.0)
+    rl = RLConfig(algorithm="grpo", advantage_variant="released", samples_per_prompt=2, rm_coef=0.0)
+    upd = get_algorithm("grpo").update(ro, FixedPRM().score(None, texts), rl)
+    batch = train_batch(ro, upd, group_size=2, length=96, pad_id=0, completion_length=None)
     exp = process_token_advantages(comps, [[0.8, 0.3], [0.8]], [1.0, 0.0], 2, variant="released", rm_coef=0.0)
     for row, e in enumerate(exp):
-        np.testing.assert_allclose(sr.batch.advantages[row, 2:2 + len(e)], e, rtol=1e-6)
-    assert sr.batch.advantages[0].nonzero()[0].tolist() == [2 + len(ids[0]) - 1]  # EOS only
-    np.testing.assert_allclose(sr.rewards, [1.0, 0.0])  # rm_coef * PR + OR
+        np.testing.assert_allclose(batch.advantages[row, 2:2 + len(e)], e, rtol=1e-6)
+    assert batch.advantages[0].nonzero()[0].tolist() == [2 + len(ids[0]) - 1]  # EOS only
+    np.testing.assert_allclose(upd.rewards, [1.0, 0.0])  # rm_coef * PR + OR

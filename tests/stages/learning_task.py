@@ -73,7 +73,7 @@ def sampled_or_rate(run_dir: Path, policy: str, *, samples: int = 16, seed: int 
     from rewardsql_jax.data.tokenizer import load_tokenizer
     from rewardsql_jax.models import from_pretrained
     from rewardsql_jax.sql import ExecutorPool
-    from rewardsql_jax.stages.rl_rollouts import sample_rollouts, score_rows
+    from rewardsql_jax.rl import sample_rollouts, score_rows
 
     run_dir = Path(run_dir)
     tok = load_tokenizer(run_dir / "cold_start" / "tokenizer")

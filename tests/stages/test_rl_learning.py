@@ -18,9 +18,17 @@ import shutil
 import numpy as np
 import pytest
 
-from rewardsql_jax.stages import rl_offline, rl_online
-from rewardsql_jax.stages.run_config import (ModelConfigSection, PRMConfig, PRMLabelConfig, RLConfig, RunConfig,
-                                             SFTConfig)
+from rewardsql_jax.rl import Update
+from rewardsql_jax.rl import update as rl_update
+from rewardsql_jax.rl.algorithms import dpo, rs
+from rewardsql_jax.stages.run_config import (
+    ModelConfigSection,
+    PRMConfig,
+    PRMLabelConfig,
+    RLConfig,
+    RunConfig,
+    SFTConfig,
+)
 from rewardsql_jax.stages.runner import run_pipeline
 
 from learning_task import sampled_or_rate, write_cold_start
@@ -69,22 +77,23 @@ def base(tmp_path_factory):
 def _flip_online(monkeypatch):
     """The control: every online algorithm's advantages (or REINFORCE++'s token rewards) with the sign flipped,
     at the one place they become a train batch."""
-    build = rl_online.train_batch
+    build = rl_update.train_batch
 
-    def flipped(ro, *, advantages=None, token_values=None, **kw):
-        if advantages is not None:
-            return build(ro, advantages=-np.asarray(advantages), **kw)
-        return build(ro, token_values=[-np.asarray(v) for v in token_values], **kw)
+    def flipped(ro, upd, **kw):
+        if upd.advantages is not None:
+            return build(ro, Update(upd.rewards, advantages=-np.asarray(upd.advantages), field=upd.field), **kw)
+        return build(ro, Update(upd.rewards, token_values=[-np.asarray(v) for v in upd.token_values],
+                                field=upd.field), **kw)
 
-    monkeypatch.setattr(rl_online, "train_batch", flipped)
+    monkeypatch.setattr(rl_update, "train_batch", flipped)
 
 
 def _flip_offline(monkeypatch):
     """The control of the offline algorithms: DPO prefers the worse candidate of each pair, RS keeps as many
     candidates as it would, ranked by -R instead of R."""
-    pairs, kept = rl_offline.dpo_pairs, rl_offline.rs_kept
-    monkeypatch.setattr(rl_offline, "dpo_pairs", lambda cands: [(b, a) for a, b in pairs(cands)])
-    monkeypatch.setattr(rl_offline, "rs_kept", lambda cands, threshold: sorted(cands, key=lambda c: c["reward"])
+    pairs, kept = dpo.dpo_pairs, rs.rs_kept
+    monkeypatch.setattr(dpo, "dpo_pairs", lambda cands: [(b, a) for a, b in pairs(cands)])
+    monkeypatch.setattr(rs, "rs_kept", lambda cands, threshold: sorted(cands, key=lambda c: c["reward"])
                         [:len(kept(cands, threshold))])
 
 

@@ -5,9 +5,9 @@ import types
 import pytest
 
 from rewardsql_jax.planning import from_run
-from rewardsql_jax.stages import rl, rl_offline
+from rewardsql_jax.rl.rollouts import chunk_prompts, sampler_prompts
+from rewardsql_jax.stages import rl, rl_offline, rl_online, rl_setup
 from rewardsql_jax.stages.context import RunContext
-from rewardsql_jax.stages.rl_online import chunk_prompts, sampler_prompts
 from rewardsql_jax.stages.run_config import RLConfig, RunConfig
 
 
@@ -34,13 +34,14 @@ def ctx(tmp_path, monkeypatch):
         seen.append(prompts_per_call)
         raise Sampled
 
-    data = rl.RLData([{"prompt": "q"}] * 8, [[1, 2]] * 8, 64, 0)
+    data = rl_setup.RLData([{"prompt": "q"}] * 8, [[1, 2]] * 8, 64, 0)
     state = types.SimpleNamespace(model=lambda: None)
-    for module in (rl, rl_offline):
-        monkeypatch.setattr(module, "sample_rollouts", sampler)
+    monkeypatch.setattr(rl_offline, "sample_rollouts", sampler)
+    monkeypatch.setattr(rl_online, "RolloutSampler", sampler)  # the online loop's sampler, built once per run
+    for module in (rl_online, rl_offline):
         monkeypatch.setattr(module, "rl_data", lambda ctx: data)
         monkeypatch.setattr(module, "new_state", lambda ctx: state)
-    monkeypatch.setattr(rl, "train_step", lambda *a, **k: None)
+        monkeypatch.setattr(module, "train_step", lambda *a, **k: None)
     monkeypatch.setattr(rl_offline, "load_prm_scorer", lambda ctx: None)
 
     def make(algorithm, per_call):

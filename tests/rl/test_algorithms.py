@@ -1,4 +1,5 @@
-"""Assembly of one online RL batch from hand-made rollouts: which reward feeds which batch field, per algorithm."""
+"""Each registered online algorithm on hand-made rollouts: which reward feeds which batch field; the registry,
+loss resolution and the algorithms' config checks."""
 import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -7,9 +8,8 @@ from transformers import PreTrainedTokenizerFast
 from rewardsql_jax.rewards.rollout_rewards import Outcomes, decode_with_offsets, process_token_advantages
 from rewardsql_jax.sql.clause_rewards import ClauseRewards
 from rewardsql_jax.sql.clauses import Clause
-from rewardsql_jax.stages.rl_online import check_online_config, loss_setup, step_rewards
-from rewardsql_jax.stages.rl_rollouts import Rollouts
-from rewardsql_jax.stages.run_config import RLConfig
+from rewardsql_jax.rl import Rollouts, get_algorithm, policy_loss, train_batch
+from rewardsql_jax.stages.run_config import MeshConfig, RLConfig, RunConfig
 
 TEXTS = ["WITH t AS (SELECT a FROM x)\n\nSELECT a FROM t", "SELECT a FROM x"]
 
@@ -29,6 +29,24 @@ class FixedPRM:
 
     def score(self, prompts, responses):
         return [[0.8, 0.3][:len(r.split("\n\n"))] for r in responses]
+
+
+class StepRewards:
+    """An algorithm's update of the rollouts and the train batch it becomes."""
+
+    def __init__(self, algorithm, variant, ro, *, group_size, scorer, length, pad_id, completion_length=None,
+                 rm_coef=1.0):
+        rl = RLConfig(algorithm=algorithm, advantage_variant=variant, samples_per_prompt=group_size, rm_coef=rm_coef)
+        algo = get_algorithm(algorithm)
+        self.step_scores = (scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+                            if algo.needs_prm else None)
+        update = algo.update(ro, self.step_scores, rl)
+        self.rewards = update.rewards
+        self.batch = train_batch(ro, update, group_size=group_size, length=length, pad_id=pad_id,
+                                 completion_length=completion_length)
+
+
+step_rewards = StepRewards
 
 
 def _rollouts(tok):
@@ -75,11 +93,47 @@ def test_reinforce_pp_fills_token_rewards_from_clauses(tok):
 
 
 def test_loss_options_follow_the_config():
-    name, opts = loss_setup(RLConfig(algorithm="grpo", clip_eps=0.3, kl_beta=0.01, temperature=0.7))
+    name, opts = policy_loss(RLConfig(algorithm="grpo", clip_eps=0.3, kl_beta=0.01, temperature=0.7))
     assert name == "grpo" and opts == {"clip_eps": 0.3, "beta": 0.01, "kl": "k3", "temperature": 0.7}
-    name, opts = loss_setup(RLConfig(algorithm="reinforce_pp", kl_beta=0.01))
+    name, opts = policy_loss(RLConfig(algorithm="reinforce_pp", kl_beta=0.01))
     assert name == "reinforce_pp" and opts["kl_coef"] == 0.01 and opts["gamma"] == 0.0
-    check_online_config(RLConfig(algorithm="reinforce_pp", samples_per_prompt=1))  # n = 1 is EXPO-SQL's setting
+    assert policy_loss(RLConfig(algorithm="dpo", dpo_beta=0.3)) == ("dpo", {"beta": 0.3, "temperature": 1.0})
+    # n = 1 is EXPO-SQL's setting
+    RunConfig(rl=RLConfig(algorithm="reinforce_pp", samples_per_prompt=1), mesh=MeshConfig(micro_batches=1))
+
+
+def test_rl_loss_swaps_the_loss_and_its_options():
+    rl = RLConfig(algorithm="grpo_outcome", loss="grpo", loss_options={"agg": "dr_grpo"}, clip_eps=0.3)
+    assert policy_loss(rl) == ("grpo", {"clip_eps": 0.3, "beta": 0.001, "kl": "k3", "temperature": 1.0,
+                                        "agg": "dr_grpo"})
+    # another loss of the family: only its own options (the grpo-specific ones are not passed to it)
+    assert policy_loss(RLConfig(algorithm="grpo_outcome", loss="reinforce_pp", loss_options={"gamma": 1.0})) == (
+        "reinforce_pp", {"temperature": 1.0, "gamma": 1.0})
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(algorithm="grpoo"), "unknown rl.algorithm 'grpoo'.*grpo_outcome"),
+    (dict(loss="nope"), "unknown loss 'nope'"),
+])
+def test_unknown_names_list_the_registered_ones(kw, match):
+    with pytest.raises(ValueError, match=match):
+        RLConfig(**kw)
+
+
+@pytest.mark.parametrize("rl,mesh,match", [
+    (dict(algorithm="grpo_outcome", loss="dpo"), {}, "rl.loss='dpo' is a preference loss"),
+    (dict(algorithm="reinforce_pp", loss="grpo"), {}, "only its own loss"),
+    (dict(algorithm="reinforce_pp", entropy_coef=0.001), {}, "no entropy bonus"),
+    (dict(algorithm="grpo", samples_per_prompt=1), {}, "samples_per_prompt >= 2"),
+    (dict(temperature=0.0), {}, "temperature > 0"),
+    (dict(prompts_per_step=3), dict(micro_batches=2), "must divide rl.prompts_per_step=3"),
+    (dict(algorithm="dpo", algorithm_options={"x": 1}), {}, "takes no rl.algorithm_options"),
+])
+def test_cross_field_rl_checks_fail_when_the_config_is_built(rl, mesh, match):
+    """Checked by RunConfig (after every override), before any stage runs."""
+    with pytest.raises(ValueError, match=match):
+        RunConfig(rl=RLConfig(**rl), mesh=MeshConfig(**mesh))
+    RunConfig(rl=RLConfig(**rl), mesh=MeshConfig(**mesh), stages=("cold_start", "sft"))  # no rl stage: not checked
 
 
 @pytest.mark.parametrize("algorithm,field", [("grpo_outcome", "advantages"), ("grpo", "advantages"),

@@ -1,0 +1,154 @@
+"""RL algorithms as registered objects: what an algorithm needs, its loss, how it scores rollouts, its checks.
+
+An algorithm is one module with one class registered by name (``@register_algorithm``); the RL stage, the
+memory check and the planner only ask the registry, so a new algorithm — in the package or in a user's file
+loaded with ``plugins=...`` — is selected with ``rl.algorithm=NAME`` and needs no edit elsewhere.
+
+  OnlineAlgorithm   samples every step from the current policy; ``update(rollouts, prm_scores, rl)`` turns the
+                    executed (and, with ``needs_prm``, PRM-scored) rollouts into advantages or token rewards
+                    (an ``Update``), which ``update.train_batch`` lays out as the train batch.
+  OfflineAlgorithm  scores candidates of the SFT policy once; ``select`` picks what to train on, ``batch``
+                    lays a step's items out (DPO pairs, rejection-sampled sequences).
+
+``rl.loss`` replaces an algorithm's loss by another of the same family (``losses.register(..., family=)``),
+with ``rl.loss_options`` as its options; ``policy_loss(rl)`` resolves both.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from rewardsql_jax import losses
+
+_ALGORITHMS: dict[str, RLAlgorithm] = {}
+
+
+class RLAlgorithm:
+    """Base of every RL algorithm. ``loss`` is its default loss; ``needs_prm``: the stage loads ``prm/model``."""
+
+    name: ClassVar[str]
+    online: ClassVar[bool]
+    needs_prm: ClassVar[bool] = False
+    loss: ClassVar[str]
+    options_type: ClassVar[type | None] = None  # a frozen dataclass of the algorithm's own rl.algorithm_options
+
+    def loss_options(self, rl) -> dict:
+        """Options of the default loss ``self.loss`` taken from the ``rl`` section."""
+        return {}
+
+    def options(self, rl):
+        """``rl.algorithm_options`` as the algorithm's ``options_type`` (unknown keys fail with the valid ones)."""
+        given = dict(rl.algorithm_options or {})
+        if self.options_type is None:
+            if given:
+                raise ValueError(f"rl.algorithm={self.name!r} takes no rl.algorithm_options, got {sorted(given)}")
+            return None
+        fields = {f.name for f in dataclasses.fields(self.options_type)}
+        unknown = sorted(set(given) - fields)
+        if unknown:
+            raise ValueError(f"rl.algorithm_options {unknown} are not options of rl.algorithm={self.name!r}; "
+                             f"its options are {sorted(fields)}")
+        return self.options_type(**given)
+
+    def validate(self, config) -> None:
+        """Cross-field checks of a whole ``RunConfig`` for this algorithm; raise ValueError with the fix."""
+        rl = config.rl
+        self.options(rl)
+        loss, _ = policy_loss(rl, self)
+        want = losses.family(self.loss)
+        if losses.family(loss) != want:
+            raise ValueError(f"rl.loss={loss!r} is a {losses.family(loss)} loss but rl.algorithm={self.name!r} "
+                             f"trains a {want} loss; pick one of {losses.names(want)}")
+
+
+class OnlineAlgorithm(RLAlgorithm):
+    """Samples ``rl.samples_per_prompt`` completions per question each step and updates on them."""
+
+    online = True
+    clause_rewards: ClassVar[bool] = False  # the host computes EXPO-SQL clause rewards with the execution
+    group_normalised: ClassVar[bool] = True  # normalises rewards within a question's group of samples
+    batch_field: ClassVar[str] = "advantages"  # the train-batch field the update fills (or "token_rewards")
+
+    def update(self, rollouts, prm_scores, rl):
+        """The ``Update`` (advantages / token values and the logged per-completion reward) of a rollout batch."""
+        raise NotImplementedError(f"{type(self).__name__}.update")
+
+    def validate(self, config) -> None:
+        super().validate(config)
+        rl, m = config.rl, config.mesh.micro_batches
+        if (policy_loss(rl, self)[0] == "reinforce_pp") != (self.batch_field == "token_rewards"):
+            raise ValueError(f"rl.algorithm={self.name!r} fills {self.batch_field} but the reinforce_pp loss reads "
+                             f"token_rewards and the other policy-gradient losses advantages; pick a matching "
+                             f"rl.loss (or rl.loss='' for the algorithm's own)")
+        if rl.temperature <= 0:
+            raise ValueError(f"rl.temperature={rl.temperature}: RL samples rollouts, use a temperature > 0 "
+                             f"(paper: 1.0)")
+        if self.group_normalised and rl.samples_per_prompt < 2:
+            raise ValueError(f"rl.algorithm={self.name!r} normalises rewards within a group of samples of one "
+                             f"prompt; set rl.samples_per_prompt >= 2 (paper: 8)")
+        if rl.shared_prefix and rl.prompts_per_step % m:
+            raise ValueError(f"rl.shared_prefix=true splits micro-batches by prompt group: mesh.micro_batches={m} "
+                             f"must divide rl.prompts_per_step={rl.prompts_per_step} (or set rl.shared_prefix=false)")
+
+
+class OfflineAlgorithm(RLAlgorithm):
+    """Trains on PRM-scored candidates the SFT policy sampled once (Reward-SQL Sec. 5.2)."""
+
+    online = False
+    needs_prm = True
+    batch_type: ClassVar[type]
+
+    def select(self, candidates: list[dict], rl) -> list:
+        """What to train on: items of ``batch``."""
+        raise NotImplementedError(f"{type(self).__name__}.select")
+
+    def batch(self, items: list, *, length: int, pad_id: int):
+        """The train batch of one step's items."""
+        raise NotImplementedError(f"{type(self).__name__}.batch")
+
+    def summary(self, items: list, candidates: list[dict]) -> dict:
+        """What the metrics say about the selection."""
+        return {}
+
+    def step_metrics(self, metrics: dict) -> dict:
+        """Extra per-step log entries from the train step's metrics."""
+        return {}
+
+
+def register_algorithm(cls: type, *, override: bool = False) -> type:
+    """Class decorator: register an instance of ``cls`` under ``cls.name``."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{cls.__name__} needs a class attribute name = '...' to be registered")
+    if not issubclass(cls, (OnlineAlgorithm, OfflineAlgorithm)):
+        raise TypeError(f"{cls.__name__} must derive from OnlineAlgorithm or OfflineAlgorithm")
+    old = _ALGORITHMS.get(name)
+    if old is not None and type(old) is not cls and not override:
+        raise ValueError(f"an RL algorithm named {name!r} is already registered ({type(old).__module__}."
+                         f"{type(old).__name__}); pick another name or pass override=True")
+    _ALGORITHMS[name] = cls()
+    return cls
+
+
+def get_algorithm(name: str) -> RLAlgorithm:
+    """The registered algorithm ``name``; unknown names list the registered ones."""
+    try:
+        return _ALGORITHMS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown rl.algorithm {name!r}; registered: {', '.join(algorithm_names())}. A new one is "
+                         f"a class with @rewardsql_jax.rl.register_algorithm in a file loaded with "
+                         f"plugins=path/to/file.py") from None
+
+
+def algorithm_names() -> list[str]:
+    return sorted(_ALGORITHMS)
+
+
+def policy_loss(rl, algorithm: RLAlgorithm | None = None) -> tuple[str, dict]:
+    """(loss name, options) the RL stage trains: the algorithm's loss and its options, or ``rl.loss`` with
+    ``rl.loss_options``; the sampler's temperature always scales the log-probs."""
+    algorithm = algorithm or get_algorithm(rl.algorithm)
+    name = rl.loss or algorithm.loss
+    losses.spec(name)  # unknown loss: the registry's message
+    options = algorithm.loss_options(rl) if name == algorithm.loss else {}
+    return name, {**options, "temperature": rl.temperature, **dict(rl.loss_options or {})}

@@ -1,0 +1,44 @@
+"""GRPO with process and outcome rewards (Reward-SQL Sec. 5.3): R_i = PR + OR, step advantages on each step's
+tokens (``rl.advantage_variant``: "paper" Sec. 5.3 | "released": the authors' trainer, PRM weight
+``rl.rm_coef``); loss ``grpo`` with clip ``rl.clip_eps``, k3 KL ``rl.kl_beta`` to the SFT policy and the
+entropy bonus ``rl.entropy_coef`` (paper: 0.001)."""
+from __future__ import annotations
+
+import numpy as np
+
+from rewardsql_jax.rewards.rollout_rewards import process_reward, process_token_advantages
+
+from ..algorithm import OnlineAlgorithm, register_algorithm
+from ..update import Update
+
+
+class GroupRelativeAlgorithm(OnlineAlgorithm):
+    """The GRPO family's loss: the clipped surrogate with k3 KL to the reference (DeepSeekMath Eq. 3)."""
+
+    loss = "grpo"
+
+    def loss_options(self, rl) -> dict:
+        opts = {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "kl": "k3"}
+        if rl.entropy_coef != 0.0:
+            opts["entropy_coef"] = rl.entropy_coef
+        return opts
+
+
+def process_update(rollouts, prm_scores, rl, *, variant: str, with_outcome: bool) -> Update:
+    """Step advantages of ``variant`` on each step's tokens; logged reward PR (+ OR when ``with_outcome``)."""
+    outcomes = rollouts.outcomes.rewards
+    values = process_token_advantages(rollouts.completions, prm_scores, outcomes, rl.samples_per_prompt,
+                                      variant=variant, rm_coef=rl.rm_coef)
+    pr = np.asarray([process_reward(s) for s in prm_scores], np.float32)
+    if variant == "released":
+        pr = np.float32(rl.rm_coef) * pr
+    return Update(rewards=pr + outcomes if with_outcome else pr, token_values=values)
+
+
+@register_algorithm
+class GRPO(GroupRelativeAlgorithm):
+    name = "grpo"
+    needs_prm = True
+
+    def update(self, rollouts, prm_scores, rl) -> Update:
+        return process_update(rollouts, prm_scores, rl, variant=rl.advantage_variant, with_outcome=True)

@@ -1,0 +1,119 @@
+"""What the online and offline RL loops share: the training questions, the train state (SFT policy + frozen
+reference), the jitted step of the algorithm's loss, the PRM scorer, resume from and checkpoint to Orbax, and the
+stop / preemption rules."""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from rewardsql_jax.distributed import barrier
+from rewardsql_jax.models.sharding import shard_model
+from rewardsql_jax.rewards.prm_scoring import PRMScorer
+from rewardsql_jax.rl import get_algorithm, policy_loss
+from rewardsql_jax.training.collate import rl_length
+from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step import make_train_step
+
+from .context import RunContext
+from .policy import load_model
+from .preemption import Preempted, stop_requested
+from .rl_checkpoint import RLCheckpoints
+
+STOP_ENV = "REWARDSQL_RL_STOP_AFTER"
+
+
+class RLStopped(RuntimeError):
+    """Raised when ``rl.stop_after`` / ``REWARDSQL_RL_STOP_AFTER`` stops the stage early (after a checkpoint)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RLData:
+    """Training questions whose prompt fits the model with ``max_new_tokens``; their prompt ids; the batch length."""
+
+    records: list
+    prompt_ids: list
+    length: int
+    dropped_too_long: int
+
+
+def rl_data(ctx: RunContext) -> RLData:
+    cfg, tok = ctx.config, ctx.tokenizer()
+    records = ctx.records("cold_start", "train.jsonl")
+    ids = [tok(r["prompt"], add_special_tokens=False).input_ids for r in records]
+    budget = cfg.model.max_len - cfg.rl.max_new_tokens
+    keep = [i for i, p in enumerate(ids) if len(p) <= budget]
+    if not keep:
+        raise ValueError(f"no training prompt fits model.max_len={cfg.model.max_len} with rl.max_new_tokens="
+                         f"{cfg.rl.max_new_tokens}; raise model.max_len or lower rl.max_new_tokens")
+    return RLData([records[i] for i in keep], [ids[i] for i in keep],
+                  rl_length(max(len(ids[i]) for i in keep), cfg.rl.max_new_tokens), len(records) - len(keep))
+
+
+def load_prm_scorer(ctx: RunContext):
+    """PRMScorer of ``prm/model``, or a clear error when the prm stage has not run."""
+    path = ctx.run_dir / "prm" / "model"
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"rl.algorithm={ctx.config.rl.algorithm!r} needs the PRM at {path}: run the prm stage "
+                                f"first (stages=(..., 'prm_labels', 'prm', 'rl')), or use rl.algorithm=grpo_outcome "
+                                f"or reinforce_pp, which need no PRM")
+    return PRMScorer(load_model(path, ctx.config.model.dtype), ctx.tokenizer())
+
+
+def prm_scorer_if_needed(ctx: RunContext):
+    """The PRM scorer when the configured algorithm needs one, else None (no PRM loaded)."""
+    return load_prm_scorer(ctx) if get_algorithm(ctx.config.rl.algorithm).needs_prm else None
+
+
+def new_state(ctx: RunContext):
+    """Train state of the SFT policy with the SFT policy as frozen reference (constant lr, grad clip 1.0),
+    sharded over the run's mesh when there is more than one device."""
+    model, mesh = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype), ctx.mesh()
+    if mesh is not None:
+        model = shard_model(model, mesh)
+    opt = OptimizerConfig(learning_rate=ctx.config.rl.lr, max_grad_norm=1.0)
+    return create_train_state(model, make_optimizer(opt), seed=ctx.config.seed, with_reference=True)
+
+
+def train_step(ctx: RunContext, state):
+    """The jitted step of the configured policy loss (``rl.policy_loss``) on the run's mesh, splitting each
+    batch into ``mesh.micro_batches``."""
+    loss, options = policy_loss(ctx.config.rl)
+    return make_train_step(state.graphdef, loss, options, mesh=ctx.mesh(), micro_batches=ctx.config.mesh.micro_batches)
+
+
+def stop_after(ctx: RunContext) -> int:
+    """Steps this process may run before stopping (0 = no limit)."""
+    return int(os.environ.get(STOP_ENV, "0") or 0) or ctx.config.rl.stop_after
+
+
+def resume(ctx: RunContext, out, state):
+    """``(checkpoints, state, start step, history)``: the stage's newest Orbax checkpoint restored into ``state``
+    when there is one, said on stdout and in ``log.jsonl`` (``metrics.json`` records it as ``resumed_from_step``);
+    else ``state`` from step 0."""
+    ckpt = RLCheckpoints(out)
+    restored = ckpt.restore(state)
+    if restored is None:
+        return ckpt, state, 0, []
+    state, start, history = restored
+    print(f"[rl] resumed from step {start}/{ctx.config.rl.steps} (checkpoint in {ckpt.ck.directory})", flush=True)
+    ctx.log({"stage": "rl", "resumed_at_step": start})
+    return ckpt, state, start, history
+
+
+def checkpoint_or_stop(ckpt: RLCheckpoints, state, step: int, steps: int, history: list, *, ran: int, limit: int,
+                       every: int) -> None:
+    """Checkpoint after every ``every``-th and the last step; stop after ``limit`` steps of this process
+    (``RLStopped``) or on a SIGTERM of any process (``Preempted``), once the checkpoint is on disk."""
+    last, stop = step == steps - 1, bool(limit) and ran >= limit
+    preempted = not last and stop_requested()
+    if last or (step + 1) % every == 0 or stop or preempted:
+        ckpt.save(state, step + 1, history)
+    if (stop or preempted) and not last:
+        ckpt.wait()
+        barrier(f"rl checkpoint {step + 1}")
+        if preempted:
+            raise Preempted(f"rl preempted (SIGTERM) at step {step + 1}/{steps}: checkpoint written to "
+                            f"{ckpt.ck.directory}; the run is resumable: rerun the same command")
+        raise RLStopped(f"rl stopped after {ran} step(s) at step {step + 1}/{steps} ({STOP_ENV} / rl.stop_after); "
+                        f"rerun to resume from the checkpoint in {ckpt.ck.directory}")
