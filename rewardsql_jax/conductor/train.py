@@ -12,9 +12,9 @@ import dataclasses
 import numpy as np
 from tqdm.auto import tqdm
 
-from rewardsql_jax.models import ModelConfig, build_model
-from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
+from rewardsql_jax.models import fresh_model
 from rewardsql_jax.training.batch import SFTBatch
+from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
@@ -30,14 +30,9 @@ class SFTSample:
 
 
 def new_model(shape, tokenizer, seed: int):
-    """A fresh Qwen2 of ``shape`` (a ``stages.run_config.ModelConfigSection``) for ``tokenizer``."""
-    cfg = ModelConfig(model_type="qwen2", vocab_size=len(tokenizer), hidden_size=shape.hidden_size,
-                      intermediate_size=shape.intermediate_size, num_hidden_layers=shape.num_layers,
-                      num_attention_heads=shape.num_heads, num_key_value_heads=shape.num_kv_heads,
-                      head_dim=shape.hidden_size // shape.num_heads, rope_theta=10000.0, tie_word_embeddings=True,
-                      attention_bias=True, max_position_embeddings=shape.max_len,
-                      eos_token_id=tokenizer.eos_token_id, dtype=shape.dtype)
-    return build_model(cfg, seed=seed)
+    """A fresh Qwen2 of ``shape`` (a ``stages.run_config.ModelConfigSection``) for ``tokenizer``
+    (``models.fresh_model``: the same architecture as the Reward-SQL pipeline's fresh policy)."""
+    return fresh_model(shape, len(tokenizer), tokenizer.eos_token_id, seed)
 
 
 def encode_sft(tokenizer, prompt: str, target: str) -> SFTSample:

@@ -26,11 +26,9 @@ def model_config_of(run_config) -> ModelConfig:
                 return preset_config(preset, dtype=m.dtype)
         raise FileNotFoundError(f"model.path={m.path} has no config.json here and matches no preset {list(PRESETS)}; "
                                 f"copy its config.json to this machine to plan it")
-    return ModelConfig(model_type="qwen2", vocab_size=m.vocab_size, hidden_size=m.hidden_size,
-                       intermediate_size=m.intermediate_size, num_hidden_layers=m.num_layers,
-                       num_attention_heads=m.num_heads, num_key_value_heads=m.num_kv_heads,
-                       head_dim=m.hidden_size // m.num_heads, tie_word_embeddings=True, attention_bias=True,
-                       max_position_embeddings=m.max_len, dtype=m.dtype)
+    from rewardsql_jax.models.fresh import fresh_config
+
+    return fresh_config(m, m.vocab_size)
 
 
 def plan_from_run_config(run_config, *, devices=None, hbm_gb: float | None = None,

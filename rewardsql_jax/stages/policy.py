@@ -6,7 +6,7 @@ from pathlib import Path
 from flax import nnx
 
 from rewardsql_jax.distributed import barrier, fetch, is_primary, spans_processes
-from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained
+from rewardsql_jax.models import fresh_model, from_pretrained, save_pretrained
 
 from .context import RunContext
 
@@ -20,13 +20,7 @@ def new_or_pretrained_policy(ctx: RunContext):
             raise ValueError(f"tokenizer has {len(tok)} tokens but model {m.path} only {model.config.vocab_size}; "
                              f"use the tokenizer that belongs to the model (model.tokenizer_path)")
         return model
-    cfg = ModelConfig(model_type="qwen2", vocab_size=len(tok), hidden_size=m.hidden_size,
-                      intermediate_size=m.intermediate_size, num_hidden_layers=m.num_layers,
-                      num_attention_heads=m.num_heads, num_key_value_heads=m.num_kv_heads,
-                      head_dim=m.hidden_size // m.num_heads, rope_theta=10000.0, tie_word_embeddings=True,
-                      attention_bias=True, max_position_embeddings=m.max_len,
-                      eos_token_id=tok.eos_token_id, dtype=m.dtype)
-    return build_model(cfg, seed=ctx.config.seed)
+    return fresh_model(m, len(tok), tok.eos_token_id, ctx.config.seed)
 
 
 def save_model(ctx: RunContext, model, path: Path) -> Path:
