@@ -4,7 +4,6 @@ import sqlite3
 import pytest
 
 
-
 @pytest.fixture(scope="session")
 def tokenizer(tmp_path_factory):
     from rewardsql_jax.conductor.tokenizer import build_tokenizer

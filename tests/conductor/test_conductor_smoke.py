@@ -19,7 +19,7 @@ def test_conductor_smoke_pipeline(tmp_path):
     ev = results["evaluations"]
     assert set(ev) == {"fixed_workflow", "untrained_policy", "sft_policy", "sft_rl_policy"}
     n = cfg.data.max_eval_questions
-    for name, s in ev.items():
+    for s in ev.values():
         assert s["questions"] == n and 0.0 <= s["ex"] <= s["executable"] <= 1.0
         assert 1 <= s["mean_action_calls"] <= max(cfg.policy.max_steps, len(cfg.fixed_workflow))
         assert sum(sum(h.values()) for h in s["length_hist"].values()) == n

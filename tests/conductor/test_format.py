@@ -1,8 +1,7 @@
 import pytest
 
 from rewardsql_jax.conductor.actions import ACTIONS
-from rewardsql_jax.conductor.format import (ParseError, ParsedCall, format_results, format_step,
-                                            parse_policy_output)
+from rewardsql_jax.conductor.format import ParseError, ParsedCall, format_results, format_step, parse_policy_output
 
 
 def test_parses_reasoning_call_and_keyword_literals():

@@ -1,5 +1,4 @@
-from rewardsql_jax.conductor.values import (build_value_index, edit_similarity, index_database, retrieve_values,
-                                            trigrams)
+from rewardsql_jax.conductor.values import build_value_index, edit_similarity, index_database, retrieve_values, trigrams
 
 
 def _index():

@@ -4,8 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rewardsql_jax.data.grain_pipelines import (PipelineConfig, padding_fraction, preference_dataset, prm_dataset,
-                                                prompt_dataset, sft_dataset)
+from rewardsql_jax.data.grain_pipelines import (
+    PipelineConfig,
+    padding_fraction,
+    preference_dataset,
+    prm_dataset,
+    prompt_dataset,
+    sft_dataset,
+)
 
 
 def _records(n=96, seed=0):

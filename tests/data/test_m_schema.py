@@ -4,10 +4,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tiny_db import TINY_DESCRIPTIONS, TINY_GOLDEN, make_tiny_db
 
 from rewardsql_jax.data import MSchemaOptions, load_spider_tables, m_schema, read_db_schema
 from rewardsql_jax.data.schema import connect_readonly
+
+from tiny_db import TINY_DESCRIPTIONS, TINY_GOLDEN, make_tiny_db
 
 SPIDER = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "spider"
 
@@ -52,8 +53,8 @@ def test_real_spider_db_matches_its_ddl():
     conn = sqlite3.connect(path)
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     assert tables == ["stadium", "singer", "concert", "singer_in_concert"]
-    assert [l[len("# Table: "):] for l in lines if l.startswith("# Table: ")] == tables
-    field_lines = [l for l in lines if l.startswith("(")]
+    assert [line[len("# Table: "):] for line in lines if line.startswith("# Table: ")] == tables
+    field_lines = [line for line in lines if line.startswith("(")]
     expected_fields = []
     for t in tables:
         for _, name, decl, _, _, pk in conn.execute(f'PRAGMA table_info("{t}")'):

@@ -1,9 +1,10 @@
 """Reward-SQL prompt: exact string for a hand-made DB; plain prompt."""
 
 import pytest
-from tiny_db import TINY_DESCRIPTIONS, TINY_GOLDEN, make_tiny_db
 
 from rewardsql_jax.data import m_schema, plain_prompt, reward_sql_prompt
+
+from tiny_db import TINY_DESCRIPTIONS, TINY_GOLDEN, make_tiny_db
 
 GOLDEN = ("You are now a sqlite data analyst, and you are given a database schema as follows:\n\n【Schema】\n"
           + TINY_GOLDEN

@@ -12,12 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-tfds = pytest.importorskip("tensorflow_datasets")
+pytest.importorskip("tensorflow_datasets")
 
-from rewardsql_jax.data import load_bird, load_spider, m_schema, read_bird_descriptions, reward_sql_prompt  # noqa: E402
-from rewardsql_jax.data.grain_pipelines import PipelineConfig, prompt_dataset  # noqa: E402
-from rewardsql_jax.data.tfds_builders import (build, data_source, decode_record, record_dataset,  # noqa: E402
-                                              tfds_prompt_dataset, to_example)
+from rewardsql_jax.data import load_bird, load_spider, m_schema, read_bird_descriptions, reward_sql_prompt
+from rewardsql_jax.data.grain_pipelines import PipelineConfig, prompt_dataset
+from rewardsql_jax.data.tfds_builders import (
+    build,
+    data_source,
+    decode_record,
+    record_dataset,
+    tfds_prompt_dataset,
+    to_example,
+)
 
 SPIDER = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "spider"
 real = pytest.mark.skipif(not SPIDER.is_dir(), reason=f"real Spider data not found at {SPIDER}")

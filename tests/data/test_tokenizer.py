@@ -3,10 +3,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
-from transformers import PreTrainedTokenizerFast  # noqa: E402
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
 
-from rewardsql_jax.data.tokenizer import encode_prompts, format_prompt, load_tokenizer  # noqa: E402
+from rewardsql_jax.data.tokenizer import encode_prompts, format_prompt, load_tokenizer
 
 WORDS = ["<pad>", "<s>", "</s>", "<unk>", "SELECT", "name", "FROM", "singer", "system:", "user:", "assistant:",
          "be", "brief", "|", "how", "many"]

@@ -46,7 +46,10 @@ def _functions(backend):
     def prefix_decode(q, k, v, lengths):
         """Two rows per prompt (q's first two positions), the prompt caches heads-first, own caches of length T."""
         b, t, h, d = q.shape
-        heads_first = lambda x: jnp.repeat(x.swapaxes(1, 2), 2, axis=0)  # noqa: E731
+
+        def heads_first(x):
+            return jnp.repeat(x.swapaxes(1, 2), 2, axis=0)
+
         own_mask = jnp.arange(t)[None, :] < jnp.repeat(lengths, 2)[:, None]
         kernel = functools.partial(decode_attention, block_k=64, num_splits=2, backend=backend)
         return prefix_decode_attention(q[:, :2].reshape(2 * b, h, d), heads_first(k), heads_first(v), own_mask,

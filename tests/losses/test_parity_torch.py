@@ -4,10 +4,10 @@ implementation of the reference formula (TRL / verl) to 1e-6 in fp32."""
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
-from loss_cases import make_cases, run_jax  # noqa: E402
-from torch_refs import run_torch  # noqa: E402
+from loss_cases import make_cases, run_jax
+from torch_refs import run_torch
 
 CASES = make_cases()
 _JAX = {}

@@ -8,16 +8,16 @@ import os
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
+import json
+import sys
+import tempfile
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from flax import nnx  # noqa: E402
+import jax
+import numpy as np
+from flax import nnx
 
-from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained  # noqa: E402
-from rewardsql_jax.models.sharding import batch_sharding, make_mesh, param_shardings, shard_model  # noqa: E402
+from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained
+from rewardsql_jax.models.sharding import batch_sharding, make_mesh, param_shardings, shard_model
 
 MESHES = {"d2f2t2": dict(data=2, fsdp=2, tensor=2), "f8": dict(data=1, fsdp=8, tensor=1), "d2t4": dict(data=2, fsdp=1, tensor=4)}
 
@@ -28,6 +28,11 @@ def _spec(x):
 
 def _shard_shape(x):
     return list(x.addressable_shards[0].data.shape)
+
+
+def _jit_forward(graphdef):
+    """The jitted forward of the model split into ``graphdef`` and the state it is called with."""
+    return jax.jit(lambda state, ids, mask: nnx.merge(graphdef, state)(ids, mask))
 
 
 def main():
@@ -54,10 +59,7 @@ def main():
         graphdef, state = nnx.split(model)
         shardings = param_shardings(state, mesh)
 
-        @jax.jit
-        def fwd(state, ids, mask):
-            return nnx.merge(graphdef, state)(ids, mask)
-
+        fwd = _jit_forward(graphdef)
         bs = batch_sharding(mesh)
         out = fwd(state, jax.device_put(ids, bs), jax.device_put(mask, bs))
         # jit with explicit in/out shardings from param_shardings (what the training step does)

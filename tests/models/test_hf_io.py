@@ -5,15 +5,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
 
-from safetensors.numpy import load_file, save_file  # noqa: E402
+import torch
+import transformers
+from safetensors.numpy import load_file, save_file
 
-from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained  # noqa: E402
-from rewardsql_jax.models.hf import MissingTensorError  # noqa: E402
+from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained
+from rewardsql_jax.models.hf import MissingTensorError
 
-from _hf_tiny import hf_logits, jax_logits, make_hf_model, save_hf_model  # noqa: E402
+from _hf_tiny import hf_logits, jax_logits, make_hf_model, save_hf_model
 
 IDS = np.random.RandomState(0).randint(0, 128, (2, 9)).astype(np.int32)
 

@@ -16,12 +16,14 @@ import optax
 import pytest
 from flax import nnx
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
 
-from rewardsql_jax.models import from_pretrained  # noqa: E402
+import torch
 
-from _hf_tiny import hf_logits, jax_logits, make_hf_model, save_hf_model  # noqa: E402
+from rewardsql_jax.models import from_pretrained
+
+from _hf_tiny import hf_logits, jax_logits, make_hf_model, save_hf_model
 
 pytestmark = pytest.mark.parity
 

@@ -39,7 +39,10 @@ def test_prefix_attention_equals_attention_over_prompt_plus_own_cache(t, h, hkv)
     k, v = (jnp.asarray(rng.normal(size=(b, s, hkv, d)), jnp.float32) for _ in range(2))
     prefix_mask = jnp.asarray(np.arange(w)[None, :] >= np.array([[2], [0]]))  # left padding of 2 and 0
     own = jnp.asarray(np.arange(s)[None, None, :] <= np.arange(t)[None, :, None] + 1).repeat(b, axis=0)
-    heads_first = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731
+
+    def heads_first(x):
+        return x.transpose(0, 2, 1, 3)
+
     got = prefix_attention(q, heads_first(k), heads_first(v), own, prefix_k=heads_first(pk), prefix_v=heads_first(pv),
                            prefix_mask=prefix_mask)
     full_k = jnp.concatenate([jnp.repeat(pk, g, axis=0), k], axis=1)
@@ -64,8 +67,9 @@ def test_causal_attention_in_query_chunks_equals_masked_attention(t, chunk, max_
     def loss(fn, q, k, v):
         return jnp.sum(jnp.where(key_mask[:, :, None, None], fn(q, k, v), 0.0) ** 2)
 
-    chunked = lambda q, k, v: causal_attention_in_query_chunks(q, k, v, key_mask, chunk=chunk,  # noqa: E731
-                                                                max_chunks=max_chunks)
+    def chunked(q, k, v):
+        return causal_attention_in_query_chunks(q, k, v, key_mask, chunk=chunk, max_chunks=max_chunks)
+
     grads = jax.grad(lambda *a: loss(chunked, *a), argnums=(0, 1, 2))(q, k, v)
     want = jax.grad(lambda *a: loss(lambda q, k, v: attention(q, k, v, mask), *a), argnums=(0, 1, 2))(q, k, v)
     for g_got, g_want in zip(grads, want):

@@ -9,12 +9,12 @@ import sys
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from flax import nnx  # noqa: E402
+import jax
+import numpy as np
+from flax import nnx
 
-from rewardsql_jax.models import ModelConfig, build_model, make_mesh, param_shardings  # noqa: E402
-from rewardsql_jax.planning import check_fits, format_plan, plan_memory, planning_devices  # noqa: E402
+from rewardsql_jax.models import ModelConfig, build_model, make_mesh, param_shardings
+from rewardsql_jax.planning import check_fits, format_plan, plan_memory, planning_devices
 
 CFG = ModelConfig(model_type="qwen2", vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, attention_bias=True,

@@ -3,8 +3,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rewardsql_jax.rewards import (ReinforcePPReturns, discounted_returns, kl_penalized_rewards, masked_whiten,
-                                   outcome_token_rewards, reinforce_pp_returns)
+from rewardsql_jax.rewards import (
+    ReinforcePPReturns,
+    discounted_returns,
+    kl_penalized_rewards,
+    masked_whiten,
+    outcome_token_rewards,
+    reinforce_pp_returns,
+)
 
 MASK = jnp.array([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
 

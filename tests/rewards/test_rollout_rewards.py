@@ -7,10 +7,18 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from rewardsql_jax.rewards.rollout_rewards import (DecodedCompletion, align_step_scores, batch_clause_rewards,
-                                                   clause_token_rewards, decode_with_offsets, execution_outcomes,
-                                                   outcome_advantages, process_reward, process_token_advantages,
-                                                   step_token_values)
+from rewardsql_jax.rewards.rollout_rewards import (
+    DecodedCompletion,
+    align_step_scores,
+    batch_clause_rewards,
+    clause_token_rewards,
+    decode_with_offsets,
+    execution_outcomes,
+    outcome_advantages,
+    process_reward,
+    process_token_advantages,
+    step_token_values,
+)
 from rewardsql_jax.sql import ExecutorPool
 from rewardsql_jax.sql.clause_rewards import RewardOptions
 

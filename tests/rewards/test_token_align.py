@@ -6,10 +6,18 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from rewardsql_jax.rewards.token_align import (TokenValues, batch_cocte_token_values, batch_token_values,
-                                               blank_line_spans, clause_token_values, cocte_step_spans,
-                                               cocte_token_values, pad_token_arrays, spans_to_token_values,
-                                               token_span_ids)
+from rewardsql_jax.rewards.token_align import (
+    TokenValues,
+    batch_cocte_token_values,
+    batch_token_values,
+    blank_line_spans,
+    clause_token_values,
+    cocte_step_spans,
+    cocte_token_values,
+    pad_token_arrays,
+    spans_to_token_values,
+    token_span_ids,
+)
 from rewardsql_jax.sql.cocte import split_cocte
 
 COCTE = ("WITH old AS (\n  SELECT name, age FROM singer WHERE age > 30\n),\n\n"

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rewardsql_jax.sampling import GenerationResult, filter_logits, generate
-from rewardsql_jax.sampling import sampler
+from rewardsql_jax.sampling import GenerationResult, filter_logits, generate, sampler
 
 torch = pytest.importorskip("torch")
 

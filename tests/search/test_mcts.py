@@ -6,8 +6,17 @@ import math
 import numpy as np
 import pytest
 
-from rewardsql_jax.search.mcts import (MCTSConfig, Node, SearchProblem, mcts_search, principal_variation,
-                                       puct_exploration, puct_score, select_child, uct_score)
+from rewardsql_jax.search.mcts import (
+    MCTSConfig,
+    Node,
+    SearchProblem,
+    mcts_search,
+    principal_variation,
+    puct_exploration,
+    puct_score,
+    select_child,
+    uct_score,
+)
 
 TARGET = ("b", "c", "a")
 

@@ -5,8 +5,17 @@ import math
 
 import pytest
 
-from rewardsql_jax.search.omega_prm import (MCRequest, OmegaPRMConfig, Rollout, label_rollouts, omega_prm_search,
-                                            rollout_value, run_searches, selection_score, step_labels)
+from rewardsql_jax.search.omega_prm import (
+    MCRequest,
+    OmegaPRMConfig,
+    Rollout,
+    label_rollouts,
+    omega_prm_search,
+    rollout_value,
+    run_searches,
+    selection_score,
+    step_labels,
+)
 
 
 class World:

@@ -4,8 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardsql_jax.sql.cocte import (CoCTE, Step, annotate_steps, format_step_result, prefix_sql,
-                                     split_cocte)
+from rewardsql_jax.sql.cocte import CoCTE, Step, annotate_steps, format_step_result, prefix_sql, split_cocte
 from rewardsql_jax.sql.execute import ExecResult, execute
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"

@@ -14,8 +14,14 @@ import sqlglot
 from sqlglot import exp
 
 from rewardsql_jax.sql import ExecResult, ExecutorPool, exec_f1, exec_match, exec_match_batch, result_f1, results_match
-from rewardsql_jax.sql.compare import (cell_f1, soft_f1, spider_order_matters, spider_prepare, spider_remove_distinct,
-                                       spider_rows_match)
+from rewardsql_jax.sql.compare import (
+    cell_f1,
+    soft_f1,
+    spider_order_matters,
+    spider_prepare,
+    spider_remove_distinct,
+    spider_rows_match,
+)
 
 
 def ok(*rows, columns=None):
@@ -225,7 +231,7 @@ def ref_result_eq(result1, result2, order_matters):
     return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ref_remove_distinct(s):
     sqlparse = pytest.importorskip("sqlparse", reason="the Spider reference needs sqlparse (pip install sqlparse)")
     return "".join(t.value for t in sqlparse.parse(s)[0].flatten() if t.value.lower() != "distinct")
@@ -234,12 +240,18 @@ def _ref_remove_distinct(s):
 def ref_spider(db, p_str, g_str):
     import re
 
+    def fix(q):
+        return q.replace("> =", ">=").replace("< =", "<=").replace("! =", "!=")
+
+    def cur_year(q):
+        return re.sub(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", "2020", q, flags=re.IGNORECASE)
+
+    def decode(b):
+        return b.decode(errors="ignore")
+
     p_str = p_str.replace(" value ", " 1 ")
-    fix = lambda q: q.replace("> =", ">=").replace("< =", "<=").replace("! =", "!=")  # noqa: E731
     p_str, g_str = _ref_remove_distinct(fix(p_str)), _ref_remove_distinct(fix(g_str))
     order_matters = "order by" in g_str.lower()
-    cur_year = lambda q: re.sub(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", "2020", q, flags=re.IGNORECASE)  # noqa: E731
-    decode = lambda b: b.decode(errors="ignore")  # noqa: E731
     gf, g = _ref_run(db, cur_year(g_str), decode)
     pf, p = _ref_run(db, cur_year(p_str), decode)
     assert gf != "exception", f"gold query {g_str} fails"

@@ -4,8 +4,7 @@ import itertools
 import numpy as np
 import pytest
 
-from rewardsql_jax.sql.dedup import (_levenshtein_to_many, cocte_similarity, dedup, distance_matrix,
-                                     preorder_tokens)
+from rewardsql_jax.sql.dedup import _levenshtein_to_many, cocte_similarity, dedup, distance_matrix, preorder_tokens
 
 A = "WITH a AS (SELECT name, age FROM singer WHERE age > 30)\n\nSELECT name FROM a"
 A2 = "WITH b AS (SELECT title, year FROM song WHERE year > 2000)\n\nSELECT title FROM b"  # same structure

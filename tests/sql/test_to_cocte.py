@@ -275,7 +275,7 @@ def test_non_query_statement_is_rejected():
         to_cocte("DELETE FROM person")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema(db):
     return table_columns(db)
 

@@ -10,6 +10,7 @@ import pytest
 from rewardsql_jax.config import apply_overrides, load_config
 from rewardsql_jax.data.prompts import COCTE_REWRITE_ANSWER, cocte_rewrite_prompt
 from rewardsql_jax.sql import ExecutorPool, split_cocte
+from rewardsql_jax.sql.to_cocte import to_cocte
 from rewardsql_jax.stages import cold_start as cold_start_stage
 from rewardsql_jax.stages.cocte_rewrites import cocte_layout, extract_cocte, select_coctes
 from rewardsql_jax.stages.cold_start import read_jsonl, run_cold_start
@@ -17,7 +18,6 @@ from rewardsql_jax.stages.context import RunContext
 from rewardsql_jax.stages.policy import new_or_pretrained_policy, save_model
 from rewardsql_jax.stages.run_config import DataConfig
 from rewardsql_jax.stages.sft import run_sft
-from rewardsql_jax.sql.to_cocte import to_cocte
 
 GOLD = "SELECT name FROM team WHERE founded > 1980 ORDER BY name"
 GOOD = ("WITH recent AS (\n  SELECT name\n  FROM team\n  WHERE founded > 1980\n)\n\n"

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _finished_checkpoint(run_dir: Path) -> int | None:
     """The newest RL checkpoint Orbax has finished (a step-named folder; in-progress saves have a tmp suffix)
-    whose meta file is written too (``rl_checkpoint.py``), or None."""
+    whose meta file is written too (``training/step_checkpoints.py``), or None."""
     ckpt, meta = run_dir / "rl" / "checkpoint", run_dir / "rl" / "checkpoint_meta"
     steps = [int(p.name) for p in ckpt.glob("*") if p.name.isdigit() and (meta / f"{p.name}.json").exists()]
     return max(steps, default=None)

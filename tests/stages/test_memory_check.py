@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from rewardsql_jax.stages import memory_check, runner
-from rewardsql_jax.stages.run_config import (DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig,
-                                             SFTConfig)
+from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig, SFTConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = RunConfig(name="memcheck", workers=1, data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=4),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from pod import launch, model_params
 
 pytestmark = pytest.mark.slow

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from pod import launch, model_params, start, wait, wait_for_rl_step
 
 pytestmark = pytest.mark.slow

@@ -140,7 +140,7 @@ def test_prm_trains_and_reports_heldout_auc(scripted_run):
     assert 0 < held["positives"] < held["steps"]            # the scripted labels give both classes
     assert 0.0 <= held["auc"] <= 1.0 and 0.0 <= held["accuracy"] <= 1.0
     assert 0 < m["train"]["positives"] < m["train"]["steps"]
-    assert len(m["train_loss_curve"]) >= 2 and all(math.isfinite(l) for _, l, _ in m["train_loss_curve"])
+    assert len(m["train_loss_curve"]) >= 2 and all(math.isfinite(loss) for _, loss, _ in m["train_loss_curve"])
     assert m["dropped_tag_mismatch"] == 0
     assert m["balance"]["mode"] == "none" and m["balance"]["before"] == m["balance"]["after"]
     model = from_pretrained(ctx.run_dir / "prm" / "model")
@@ -173,7 +173,7 @@ def test_prm_trains_with_balanced_labels(scripted_run, tmp_path, balance):
         assert b["pos_weight"] == 1.0 and after[minority] == before[minority]     # only majority-only responses go
         assert after[minority] <= after[majority] < before[majority] and b["dropped_responses"] > 0
         assert before["responses"] - after["responses"] == b["dropped_responses"]
-    assert all(math.isfinite(l) for _, l, _ in m["train_loss_curve"])
+    assert all(math.isfinite(loss) for _, loss, _ in m["train_loss_curve"])
 
 
 def test_result_annotations_keep_one_tag_per_label(scripted_run):

@@ -12,7 +12,7 @@ from flax import nnx
 from rewardsql_jax.stages.context import RunContext
 from rewardsql_jax.stages.policy import load_model
 from rewardsql_jax.stages.rl import STOP_ENV, RLStopped, run_rl
-from rewardsql_jax.stages.run_config import (DataConfig, ModelConfigSection, RLConfig, RunConfig, SFTConfig)
+from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, RLConfig, RunConfig, SFTConfig
 from rewardsql_jax.stages.runner import run_pipeline
 
 pytestmark = pytest.mark.slow  # ~1-3 min on 2 CPU cores: compiles a sampler and a train step per run

@@ -54,7 +54,10 @@ def rl_batch(seed=0, b=8, t=12, *, per_token=True, with_ref=True) -> RLBatch:
     """Random policy-gradient batch: old/ref log-probs, advantages, token rewards."""
     rng = np.random.default_rng(seed)
     ids, attn, comp = _ids_mask(rng, b, t)
-    lp = lambda: (-4.9 + 0.3 * rng.normal(size=(b, t))).astype(np.float32)  # noqa: E731 (log 1/128 ~ -4.85)
+
+    def lp():  # near uniform: log 1/128 ~ -4.85
+        return (-4.9 + 0.3 * rng.normal(size=(b, t))).astype(np.float32)
+
     adv = rng.normal(size=(b, t) if per_token else (b,)).astype(np.float32)
     return RLBatch(ids, attn, comp, old_logprobs=lp(), advantages=adv, ref_logprobs=lp() if with_ref else None,
                    token_rewards=rng.normal(size=(b, t)).astype(np.float32) * comp)

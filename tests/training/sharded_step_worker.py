@@ -9,21 +9,21 @@ import os
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import sys
+import tempfile
+from pathlib import Path
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
+
+from rewardsql_jax.models.sharding import make_mesh
+from rewardsql_jax.training.checkpoint import Checkpointer, restore_latest
+from rewardsql_jax.training.sharding import batch_shardings, shard_state
+from rewardsql_jax.training.step import loss_and_grads, make_train_step
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _train_tiny import rl_batch, tiny_state  # noqa: E402
-
-from rewardsql_jax.models.sharding import make_mesh  # noqa: E402
-from rewardsql_jax.training.checkpoint import Checkpointer, restore_latest  # noqa: E402
-from rewardsql_jax.training.sharding import batch_shardings, shard_state  # noqa: E402
-from rewardsql_jax.training.step import loss_and_grads, make_train_step  # noqa: E402
+from _train_tiny import rl_batch, tiny_state
 
 OPTS = {"beta": 0.04, "clip_eps": 0.2, "agg": "grpo"}
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from _train_tiny import tiny_state
 
 from rewardsql_jax.data.grain_pipelines import PipelineConfig, sft_dataset
 from rewardsql_jax.models import from_pretrained
 from rewardsql_jax.training.checkpoint import Checkpointer, export_pretrained, restore_latest
 from rewardsql_jax.training.loop import NonFiniteLossError, train
 from rewardsql_jax.training.step import make_train_step
+
+from _train_tiny import tiny_state
 
 K, N = 3, 2
 

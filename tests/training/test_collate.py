@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from rewardsql_jax.training.collate import preference_batch, rl_batch, rl_length, sequence_arrays, sft_batch
 from rewardsql_jax.stages.rl_online import chunk_prompts, pick_questions
+from rewardsql_jax.training.collate import preference_batch, rl_batch, rl_length, sequence_arrays, sft_batch
 
 
 def test_rl_batch_aligns_completion_fields_with_their_tokens():

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _train_tiny import rl_batch, sft_batch, tiny_state
 
 from rewardsql_jax import losses
 from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, SFTBatch
 from rewardsql_jax.training.loop import train
 from rewardsql_jax.training.optimizer import OptimizerConfig
 from rewardsql_jax.training.step import make_train_step
+
+from _train_tiny import rl_batch, sft_batch, tiny_state
 
 
 def test_unknown_loss_lists_the_registered_names():

@@ -5,11 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _train_tiny import preference_batch, rl_batch, sft_batch, tiny_state
 
 from rewardsql_jax import losses
 from rewardsql_jax.losses import registry
 from rewardsql_jax.training.step import make_train_step
+
+from _train_tiny import preference_batch, rl_batch, sft_batch, tiny_state
 
 
 @pytest.fixture

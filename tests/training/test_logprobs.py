@@ -4,10 +4,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _train_tiny import sft_batch, tiny_state
 from flax import nnx
 
 from rewardsql_jax.training.logprobs import sequence_logprobs, summed_logprobs, target_logprobs
+
+from _train_tiny import sft_batch, tiny_state
 
 
 def test_target_logprobs_is_log_softmax_at_the_target():
@@ -49,9 +50,9 @@ def test_entropy_bonus_reaches_the_grpo_loss():
     from flax import nnx
 
     from rewardsql_jax.models import ModelConfig, build_model
+    from rewardsql_jax.training.batch import RLBatch
     from rewardsql_jax.training.logprobs import sequence_logprobs, sequence_logprobs_and_entropy
     from rewardsql_jax.training.step import loss_and_grads
-    from rewardsql_jax.training.batch import RLBatch
 
     cfg = ModelConfig(model_type="qwen2", vocab_size=32, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
                       num_attention_heads=2, num_key_value_heads=1, head_dim=8, attention_bias=True)

@@ -16,18 +16,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
 
-import jax  # noqa: E402
-from flax import nnx  # noqa: E402
+import jax
+import torch
+import transformers
+from flax import nnx
 
-from rewardsql_jax.models import from_pretrained  # noqa: E402
-from rewardsql_jax.models.hf_keys import hf_key_table  # noqa: E402
-from rewardsql_jax.training.batch import RLBatch, SFTBatch  # noqa: E402
-from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer  # noqa: E402
-from rewardsql_jax.training.state import create_train_state  # noqa: E402
-from rewardsql_jax.training.step import loss_and_grads, make_train_step  # noqa: E402
+from rewardsql_jax.models import from_pretrained
+from rewardsql_jax.models.hf_keys import hf_key_table
+from rewardsql_jax.training.batch import RLBatch, SFTBatch
+from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step import loss_and_grads, make_train_step
 
 pytestmark = pytest.mark.parity
 
