@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from rewardsql_jax.config import save_config
 from rewardsql_jax.distributed import barrier, is_primary, speaker
 from rewardsql_jax.training.metrics_log import ScalarLog, summary_line
+from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 from .run_config import STAGES, RunConfig
 from .stage_config import stage_settings
@@ -33,7 +34,7 @@ class RunContext:
     _scalars: ScalarLog | None = None
 
     @classmethod
-    def create(cls, config: RunConfig) -> "RunContext":
+    def create(cls, config: RunConfig) -> RunContext:
         run_dir = Path(config.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         if is_primary():
@@ -78,6 +79,13 @@ class RunContext:
         if "step" in record:
             tqdm.write(speaker() + summary_line(record))
             self.scalars().write(record.get("stage", "run"), record)
+
+    def fit_options(self, stage: str, *, steps: int, checkpoint_every: int = 0, log_every: int = 10) -> dict:
+        """``training.fit`` settings of a supervised stage: its progress label, its log records, and Orbax
+        checkpoints under ``<stage>/checkpoint`` when ``checkpoint_every`` > 0 (then a rerun resumes the stage)."""
+        return dict(steps=steps, desc=stage, log_every=log_every, log=lambda rec: self.log({"stage": stage, **rec}),
+                    checkpoints=StepCheckpoints(self.stage_dir(stage), name=stage) if checkpoint_every else None,
+                    checkpoint_every=checkpoint_every)
 
     def scalars(self) -> ScalarLog:
         """The run's TensorBoard writer (``tensorboard --logdir run_dir/tensorboard``)."""

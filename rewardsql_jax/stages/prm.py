@@ -23,18 +23,18 @@ import time
 import jax
 import numpy as np
 from flax import nnx
-from tqdm.auto import tqdm
 
 from rewardsql_jax.models.prm_head import find_tag_positions, format_prm_input, step_scores, step_tag_ids
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.sql import format_step_result, prefix_sql, split_cocte
 from rewardsql_jax.training.batch import PRMBatch
+from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
+from rewardsql_jax.training.fit import fit
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
-from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
 from .policy import load_model, save_model
 
 STEP_SEPARATOR = "\n\n"
@@ -215,16 +215,15 @@ def run_prm(ctx: RunContext) -> dict:
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
     options = {"tag_token_ids": (tags.plus_id, tags.minus_id), "pos_weight": pos_weight}
     step_fn = make_train_step(state.graphdef, "prm", options, mesh=mesh, micro_batches=cfg.mesh.micro_batches)
-    curve, t_train = [], time.perf_counter()
-    bar = tqdm(batch_indices(len(train), pc.batch_size, pc.steps, cfg.seed), total=pc.steps, desc="prm")
-    for i, idx in enumerate(bar):
-        state, m = step_fn(state, prm_arrays([train[j] for j in idx], length, num_steps, pad))
-        if i % 10 == 0 or i == pc.steps - 1:
-            loss = float(m["loss"])
-            curve.append((i, loss, float(m["accuracy"])))
-            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{float(m['accuracy']):.2f}")
-            ctx.log({"stage": "prm", "step": i, "loss": loss, "accuracy": float(m["accuracy"]),
-                     "grad_norm": float(m["grad_norm"])})
+    order, t_train = list(batch_indices(len(train), pc.batch_size, pc.steps, cfg.seed)), time.perf_counter()
+
+    def step(state, i):
+        state, m = step_fn(state, prm_arrays([train[j] for j in order[i]], length, num_steps, pad))
+        return state, {"loss": m["loss"], "accuracy": m["accuracy"], "grad_norm": m["grad_norm"]}
+
+    run = fit(state, step, **ctx.fit_options("prm", steps=pc.steps, checkpoint_every=pc.checkpoint_every),
+              postfix=("loss", "accuracy"))
+    state, curve = run.state, [(h["step"], h["loss"], h["accuracy"]) for h in run.history]
     jax.block_until_ready(state.params)
     train_seconds = time.perf_counter() - t_train
     trained = state.model()

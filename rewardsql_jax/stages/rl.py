@@ -6,12 +6,12 @@ generate -> execute -> reward -> advantage -> update), or offline dpo / rs from 
 (``rl_offline.py``), or a plugin's. ``rl.loss`` / ``rl.loss_options`` swap the algorithm's loss for another of its
 family. The reference policy of the KL / DPO terms is the SFT policy; the PRM is read from ``prm/model``.
 
-Both loops share ``rl_setup.py``. Resume: the train state is checkpointed with Orbax (``rl_checkpoint.py``) to
+Both loops share ``rl_setup.py``. Resume: the train state is checkpointed with Orbax (``training/step_checkpoints.py``) to
 ``rl/checkpoint`` every ``rl.checkpoint_every`` steps (default 5) and after the last step; a rerun continues
 from the newest finished checkpoint (delete ``rl/`` to start over). ``rl.stop_after`` / env
 ``REWARDSQL_RL_STOP_AFTER=N`` checkpoints and stops after N steps of this process (raising ``RLStopped``): the
 test hook that simulates a killed run. A SIGTERM stops at the next step boundary, after a checkpoint
-(``preemption.py``). Artefacts: ``rl/policy`` (HF dir), ``rl/metrics.json`` (reward and OR-rate curves,
+(``training/preemption.py``). Artefacts: ``rl/policy`` (HF dir), ``rl/metrics.json`` (reward and OR-rate curves,
 first-vs-last OR rate, phase seconds, rollout tokens/s) and ``rl/learning_curve.png``.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from rewardsql_jax.rl import get_algorithm
 
 from .context import RunContext
-from .preemption import deferred_sigterm
+from rewardsql_jax.training.preemption import deferred_sigterm
 from .rl_offline import run_offline
 from .rl_online import run_online
 from .rl_setup import STOP_ENV, RLStopped

@@ -15,17 +15,17 @@ import time
 
 import jax
 import numpy as np
-from tqdm.auto import tqdm
 
 from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 from rewardsql_jax.rl import get_algorithm, sample_rollouts, score_rows
 from rewardsql_jax.rl.rollouts import sampler_prompts
 from rewardsql_jax.training.collate import batch_indices
+from rewardsql_jax.training.fit import fit
 
 from .context import RunContext
 from .policy import save_model
-from .rl_setup import checkpoint_or_stop, load_prm_scorer, new_state, resume, rl_data, stop_after, train_step
+from .rl_setup import fit_options, load_prm_scorer, new_state, rl_data, train_step
 
 
 def candidates(ctx: RunContext, data, state) -> list[dict]:
@@ -77,25 +77,18 @@ def run_offline(ctx: RunContext) -> dict:
                                  "warning": f"nothing to train on: rl.algorithm={rl.algorithm!r} selected no "
                                             f"candidate (dpo: no pair with R_w > R_l; rs: none above "
                                             f"rl.rs_threshold): rl/policy is the SFT policy"})
-    ckpt, state, start, history = resume(ctx, out, state)
-    limit, every, ran = stop_after(ctx), rl.checkpoint_every, 0
-    batches = batch_indices(len(items), rl.prompts_per_step, rl.steps - start, cfg.seed, start_step=start)
-    try:
-        for step, idx in zip(range(start, rl.steps), tqdm(batches, total=rl.steps - start,
-                                                          desc=f"rl ({rl.algorithm})")):
-            state, m = step_fn(state, algo.batch([items[i] for i in idx], length=data.length, pad_id=pad))
-            m = jax.device_get(m)
-            rec = {"step": step, "loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]),
-                   **algo.step_metrics(m)}
-            history.append(rec)
-            ctx.log({"stage": "rl", **rec})
-            ran += 1
-            checkpoint_or_stop(ckpt, state, step, rl.steps, history, ran=ran, limit=limit, every=every)
-    finally:
-        ckpt.close()
+
+    def step(state, i):
+        idx = next(batch_indices(len(items), rl.prompts_per_step, 1, cfg.seed, start_step=i))
+        state, m = step_fn(state, algo.batch([items[j] for j in idx], length=data.length, pad_id=pad))
+        m = jax.device_get(m)
+        return state, {"loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]), **algo.step_metrics(m)}
+
+    run = fit(state, step, **fit_options(ctx))
+    state, history = run.state, run.history
     jax.block_until_ready(state.params)
     save_model(ctx, state.model(), out / "policy")
-    return ctx.finish("rl", {**base, "steps": len(history), "resumed_from_step": start,
+    return ctx.finish("rl", {**base, "steps": len(history), "resumed_from_step": run.resumed_from,
                              "loss_curve": [(h["step"], h["loss"]) for h in history], "final_loss": history[-1]["loss"],
                              "seconds": time.perf_counter() - t0})
 

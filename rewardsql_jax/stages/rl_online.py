@@ -19,19 +19,18 @@ import time
 from typing import Callable
 
 import jax
-from tqdm.auto import tqdm
 
 from rewardsql_jax.distributed import is_primary
 from rewardsql_jax.rl import RolloutSampler, get_algorithm, score_rows
 from rewardsql_jax.rl import update as rl_update
 from rewardsql_jax.rl.algorithm import OnlineAlgorithm
 from rewardsql_jax.rl.rollouts import pick_questions, sampler_prompts
+from rewardsql_jax.training.fit import fit
 
 from .context import RunContext
 from .policy import save_model
 from .rl_report import online_metrics, plot_learning_curve
-from .rl_setup import (RLData, checkpoint_or_stop, new_state, prm_scorer_if_needed, resume, rl_data, stop_after,
-                       train_step)
+from .rl_setup import RLData, fit_options, new_state, prm_scorer_if_needed, rl_data, train_step
 
 PHASES = ("generate", "execute", "reward", "advantage", "update")
 
@@ -116,7 +115,6 @@ def run_online(ctx: RunContext) -> dict:
     tok, pool, algo = ctx.tokenizer(), ctx.pool(), get_algorithm(rl.algorithm)
     state = new_state(ctx)
     step_fn = train_step(ctx, state)
-    ckpt, state, start, history = resume(ctx, out, state)
 
     def host_fn(records, token_ids):
         return score_rows(tok, pool, records, token_ids, clauses=algo.clause_rewards, ex_mode=cfg.data.ex_mode)
@@ -127,21 +125,15 @@ def run_online(ctx: RunContext) -> dict:
     inputs = RLInputs(rl=rl, seed=cfg.seed, algorithm=algo, data=data, sampler=sampler,
                       scorer=prm_scorer_if_needed(ctx), step_fn=step_fn,
                       pad_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
-    limit, every, ran = stop_after(ctx), rl.checkpoint_every, 0
-    bar = tqdm(range(start, rl.steps), initial=start, total=rl.steps, desc=f"rl ({rl.algorithm})")
     try:
-        for step in bar:
-            state, rec = rl_iteration(inputs, state, step)
-            history.append(rec)
-            ctx.log({"stage": "rl", **rec})
-            bar.set_postfix(reward=f"{rec['reward']:.3f}", OR=f"{rec['or_rate']:.2f}", loss=f"{rec['loss']:.4f}")
-            ran += 1
-            checkpoint_or_stop(ckpt, state, step, rl.steps, history, ran=ran, limit=limit, every=every)
+        run = fit(state, lambda state, step: rl_iteration(inputs, state, step), **fit_options(ctx),
+                  postfix=("reward", "or_rate", "loss"))
     finally:
-        ckpt.close()
         sampler.close()
+    state, history = run.state, run.history
     jax.block_until_ready(state.params)
     save_model(ctx, state.model(), out / "policy")
     if is_primary():
         plot_learning_curve(history, out / "learning_curve.png", title=f"rl ({rl.algorithm})")
-    return ctx.finish("rl", online_metrics(rl, history, resumed_from=start, dropped=data.dropped_too_long))
+    return ctx.finish("rl", online_metrics(rl, history, resumed_from=run.resumed_from,
+                                                dropped=data.dropped_too_long))

@@ -1,24 +1,22 @@
 """What the online and offline RL loops share: the training questions, the train state (SFT policy + frozen
-reference), the jitted step of the algorithm's loss, the PRM scorer, resume from and checkpoint to Orbax, and the
-stop / preemption rules."""
+reference), the jitted step of the algorithm's loss, the PRM scorer, and the ``training.fit`` settings (Orbax
+checkpoints to resume from, the early stop)."""
 from __future__ import annotations
 
 import dataclasses
 import os
 
-from rewardsql_jax.distributed import barrier
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.rewards.prm_scoring import PRMScorer
 from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.training.collate import rl_length
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
 from .policy import load_model
-from .preemption import Preempted, stop_requested
-from .rl_checkpoint import RLCheckpoints
 
 STOP_ENV = "REWARDSQL_RL_STOP_AFTER"
 
@@ -87,33 +85,14 @@ def stop_after(ctx: RunContext) -> int:
     return int(os.environ.get(STOP_ENV, "0") or 0) or ctx.config.rl.stop_after
 
 
-def resume(ctx: RunContext, out, state):
-    """``(checkpoints, state, start step, history)``: the stage's newest Orbax checkpoint restored into ``state``
-    when there is one, said on stdout and in ``log.jsonl`` (``metrics.json`` records it as ``resumed_from_step``);
-    else ``state`` from step 0."""
-    ckpt = RLCheckpoints(out)
-    restored = ckpt.restore(state)
-    if restored is None:
-        return ckpt, state, 0, []
-    state, start, history = restored
-    print(f"[rl] resumed from step {start}/{ctx.config.rl.steps} (checkpoint in {ckpt.ck.directory})", flush=True)
-    ctx.log({"stage": "rl", "resumed_at_step": start})
-    return ckpt, state, start, history
+def checkpoints(ctx: RunContext) -> StepCheckpoints:
+    """The RL stage's Orbax checkpoints (``rl/checkpoint``), which ``training.fit`` resumes from."""
+    return StepCheckpoints(ctx.stage_dir("rl"), name="rl")
 
 
-def checkpoint_or_stop(ckpt: RLCheckpoints, state, step: int, steps: int, history: list, *, ran: int, limit: int,
-                       every: int) -> None:
-    """Checkpoint after every ``every``-th and the last step; stop after ``limit`` steps of this process
-    (``RLStopped``) or on a SIGTERM of any process (``Preempted``), once the checkpoint is on disk."""
-    last, stop = step == steps - 1, bool(limit) and ran >= limit
-    preempted = not last and stop_requested()
-    if last or (step + 1) % every == 0 or stop or preempted:
-        ckpt.save(state, step + 1, history)
-    if (stop or preempted) and not last:
-        ckpt.wait()
-        barrier(f"rl checkpoint {step + 1}")
-        if preempted:
-            raise Preempted(f"rl preempted (SIGTERM) at step {step + 1}/{steps}: checkpoint written to "
-                            f"{ckpt.ck.directory}; the run is resumable: rerun the same command")
-        raise RLStopped(f"rl stopped after {ran} step(s) at step {step + 1}/{steps} ({STOP_ENV} / rl.stop_after); "
-                        f"rerun to resume from the checkpoint in {ckpt.ck.directory}")
+def fit_options(ctx: RunContext) -> dict:
+    """The ``training.fit`` settings both RL loops share: checkpoints, their cadence and the early stop."""
+    rl = ctx.config.rl
+    return dict(steps=rl.steps, desc=f"rl ({rl.algorithm})", name="rl", checkpoints=checkpoints(ctx),
+                checkpoint_every=rl.checkpoint_every, stop_after=stop_after(ctx), stop_error=RLStopped,
+                stop_reason=f"{STOP_ENV} / rl.stop_after", log=lambda rec: ctx.log({"stage": "rl", **rec}))

@@ -99,9 +99,12 @@ class SFTConfig:
     warmup_steps: int = 20
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    checkpoint_every: int = 0         # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"sft.checkpoint_every must be >= 0, got {self.checkpoint_every}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,10 +142,13 @@ class PRMConfig:
     heldout_fraction: float = 0.2
     annotate_results: bool = False    # add <result>...</result> execution annotations to steps
     balance: str = "none"             # train step labels: none | weight (BCE pos_weight n_neg/n_pos) | downsample
+    checkpoint_every: int = 0         # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
         require_choice(self, "balance", ("none", "weight", "downsample"))
+        if self.checkpoint_every < 0:
+            raise ValueError(f"prm.checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if not 0.0 < self.heldout_fraction < 1.0:
             raise ValueError(f"prm.heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
 

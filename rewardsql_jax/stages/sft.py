@@ -1,7 +1,8 @@
 """Stage 2 — cold-start SFT of the policy on Chain-of-CTE targets (Reward-SQL Sec. 4.1).
 
 Masked token cross-entropy on the target SQL (+ EOS), prompt tokens masked; one jitted, donated train
-step (``training.make_train_step(..., "sft")``). Writes ``sft/policy/`` (HF directory) and metrics.
+step (``training.make_train_step(..., "sft")``) run by ``training.fit`` (``sft.checkpoint_every`` > 0: resumable).
+Writes ``sft/policy/`` (HF directory) and metrics.
 """
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import time
 
 import jax
 import numpy as np
-from tqdm.auto import tqdm
 
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.training.batch import SFTBatch
@@ -19,6 +19,7 @@ from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
 from rewardsql_jax.training.collate import batch_indices, bucket_length, encode_pair, sft_arrays
+from rewardsql_jax.training.fit import fit
 from .policy import new_or_pretrained_policy, save_model
 
 
@@ -43,21 +44,20 @@ def run_sft(ctx: RunContext) -> dict:
     step_fn = make_train_step(state.graphdef, "sft", mesh=mesh, micro_batches=cfg.mesh.micro_batches)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     length = bucket_length(max(len(e[0]) for e in encoded))  # one shape: the step compiles once
-    losses, tokens, t0 = [], 0, time.perf_counter()
-    bar = tqdm(batch_indices(len(encoded), s.batch_size, s.steps, cfg.seed), total=s.steps, desc="sft")
-    for i, idx in enumerate(bar):
-        chunk = [encoded[j] for j in idx]
-        ids, attn, loss_mask = sft_arrays(chunk, length, pad)
-        state, metrics = step_fn(state, SFTBatch(input_ids=ids, attention_mask=attn, loss_mask=loss_mask))
-        tokens += int(attn.sum())
-        if i % 10 == 0 or i == s.steps - 1:
-            loss = float(metrics["loss"])
-            losses.append((i, loss))
-            bar.set_postfix(loss=f"{loss:.3f}")
-            ctx.log({"stage": "sft", "step": i, "loss": loss, "grad_norm": float(metrics["grad_norm"])})
+    order, tokens, t0 = list(batch_indices(len(encoded), s.batch_size, s.steps, cfg.seed)), [0], time.perf_counter()
+
+    def step(state, i):
+        ids, attn, loss_mask = sft_arrays([encoded[j] for j in order[i]], length, pad)
+        tokens[0] += int(attn.sum())
+        state, m = step_fn(state, SFTBatch(input_ids=ids, attention_mask=attn, loss_mask=loss_mask))
+        return state, {"loss": m["loss"], "grad_norm": m["grad_norm"]}
+
+    run = fit(state, step, **ctx.fit_options("sft", steps=s.steps, checkpoint_every=s.checkpoint_every))
+    state, losses = run.state, [(h["step"], h["loss"]) for h in run.history]
     jax.block_until_ready(state.params)
     elapsed = time.perf_counter() - t0
     save_model(ctx, state.model(), out / "policy")
     return ctx.finish("sft", {"steps": s.steps, "examples": len(encoded), "dropped_too_long": too_long,
+                              "resumed_from_step": run.resumed_from,
                               "final_loss": losses[-1][1], "loss_curve": losses, "seconds": elapsed,
-                              "tokens_per_s": tokens / elapsed, "final_loss_mean_last": float(np.mean([l for _, l in losses[-3:]]))})
+                              "tokens_per_s": tokens[0] / elapsed, "final_loss_mean_last": float(np.mean([l for _, l in losses[-3:]]))})

@@ -25,7 +25,7 @@ STAGE_KEYS = {
     "inference": ("inference",),
     "evaluate": (),
 }
-NOT_RESULTS = ("rl.stop_after", "rl.checkpoint_every")
+NOT_RESULTS = ("rl.stop_after", "rl.checkpoint_every", "sft.checkpoint_every", "prm.checkpoint_every")
 
 
 def flat(config) -> dict:

@@ -1,10 +1,10 @@
-"""RL checkpoints (Orbax + step/history meta) restore params, optimizer state, step and RNG exactly."""
+"""Step checkpoints (Orbax + step/history meta) restore params, optimizer state, step and RNG exactly."""
 import jax
 import numpy as np
 import pytest
 
 from rewardsql_jax.models import ModelConfig, build_model
-from rewardsql_jax.stages.rl_checkpoint import RLCheckpoints
+from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 
@@ -29,11 +29,11 @@ def _perturbed(state, step):
 
 def test_roundtrip_is_exact_with_its_step_and_history(tmp_path):
     trained = _perturbed(_state(seed=1), 7)
-    ck = RLCheckpoints(tmp_path)
+    ck = StepCheckpoints(tmp_path)
     ck.save(trained, 9, [{"step": 8, "reward": 0.5}])  # RL step 9 > state step 7 (two skipped updates)
     ck.close()
     fresh = _state(seed=0)
-    ck = RLCheckpoints(tmp_path)
+    ck = StepCheckpoints(tmp_path)
     state, nxt, hist = ck.restore(fresh)
     assert nxt == 9 and hist == [{"step": 8, "reward": 0.5}]
     for a, b in zip(_leaves(state), _leaves(trained)):
@@ -51,16 +51,16 @@ def test_roundtrip_is_exact_with_its_step_and_history(tmp_path):
 
 
 def test_missing_and_mismatched_checkpoints(tmp_path):
-    ck = RLCheckpoints(tmp_path / "a")
+    ck = StepCheckpoints(tmp_path / "a")
     assert ck.restore(_state()) is None
     ck.save(_perturbed(_state(hidden=16), 1), 1, [])
     ck.close()
     with pytest.raises(ValueError, match="does not fit"):
-        RLCheckpoints(tmp_path / "a").restore(_state(hidden=8))
+        StepCheckpoints(tmp_path / "a").restore(_state(hidden=8))
 
 
 def test_a_damaged_newest_checkpoint_is_reported_and_the_previous_one_used(tmp_path):
-    ck = RLCheckpoints(tmp_path, async_save=False)
+    ck = StepCheckpoints(tmp_path, async_save=False)
     older, newer = _perturbed(_state(seed=1), 1), _perturbed(_perturbed(_state(seed=1), 2), 0)
     ck.save(older, 1, [{"step": 0}])
     ck.save(newer, 2, [{"step": 0}, {"step": 1}])
@@ -72,7 +72,7 @@ def test_a_damaged_newest_checkpoint_is_reported_and_the_previous_one_used(tmp_p
     for p in files:
         p.write_bytes(p.read_bytes()[: p.stat().st_size // 3])
     said = []
-    state, nxt, hist = RLCheckpoints(tmp_path).restore(_state(seed=0), log=said.append)
+    state, nxt, hist = StepCheckpoints(tmp_path).restore(_state(seed=0), log=said.append)
     assert nxt == 1 and hist == [{"step": 0}]
     for a, b in zip(_leaves(state), _leaves(older)):
         np.testing.assert_array_equal(a, b)

@@ -1,14 +1,15 @@
-"""Resumable RL state: Orbax checkpoints of the train state plus the RL step and metrics history.
+"""Resumable training: Orbax checkpoints of the train state plus the loop's next step and metrics history.
 
 The train state (params, optimizer state, step, RNG, frozen reference) goes through
-``training.checkpoint.Checkpointer`` (Orbax: async, sharded, keep the 2 newest) under ``rl/checkpoint/``;
-next to it ``rl/checkpoint_meta/<n>.json`` holds, for the Orbax checkpoint of state step n, the next RL step
+``training.checkpoint.Checkpointer`` (Orbax: async, sharded, keep the 2 newest) under ``<stage>/checkpoint/``;
+next to it ``<stage>/checkpoint_meta/<n>.json`` holds, for the Orbax checkpoint of state step n, the next loop step
 and the metrics history. Orbax lists only finished checkpoints, so a run killed during an async save
-resumes from the previous one, whose meta file is still there. (RL step and state step differ only when
+resumes from the previous one, whose meta file is still there. (Loop step and state step differ only when
 the NaN guard skipped an update; then the state is unchanged and its meta file is simply rewritten.)
 
-Every RL step draws its questions and sampling seed from ``(seed, step)`` alone, so a resumed run repeats
-the uninterrupted run step for step and reaches the same parameters (tests/stages/test_rl.py).
+Every step of the RL loops draws its questions and sampling seed from ``(seed, step)`` alone, and the
+supervised loops their batch from ``(seed, step)``, so a resumed run repeats the uninterrupted run step for
+step and reaches the same parameters (tests/stages/test_rl.py, tests/training/test_fit.py).
 """
 from __future__ import annotations
 
@@ -16,17 +17,19 @@ import json
 from pathlib import Path
 
 from rewardsql_jax.distributed import is_primary
-from rewardsql_jax.training.checkpoint import Checkpointer
-from rewardsql_jax.training.state import TrainState
+
+from .checkpoint import Checkpointer
+from .state import TrainState
 
 CHECKPOINT = "checkpoint"
 META = "checkpoint_meta"
 
 
-class RLCheckpoints:
+class StepCheckpoints:
     """``save(state, next_step, history)`` / ``restore(like) -> (state, next_step, history) | None``."""
 
-    def __init__(self, stage_dir: Path, *, async_save: bool = True):
+    def __init__(self, stage_dir: Path, *, async_save: bool = True, name: str = "rl"):
+        self.name = name
         self.meta_dir = Path(stage_dir) / META
         self.meta_dir.mkdir(parents=True, exist_ok=True)
         self.ck = Checkpointer(Path(stage_dir) / CHECKPOINT, max_to_keep=2, async_save=async_save)
@@ -60,17 +63,17 @@ class RLCheckpoints:
                 restored = self._restore(step, like)
             except (ValueError, TypeError, KeyError, OSError) as e:
                 first_error = first_error or e
-                log(f"[rl] checkpoint {step} in {self.ck.directory} cannot be read ({type(e).__name__}: "
+                log(f"[{self.name}] checkpoint {step} in {self.ck.directory} cannot be read ({type(e).__name__}: "
                     f"{str(e)[:200]}); trying the previous one")
                 continue
             if step != steps[0]:
-                log(f"[rl] resuming from checkpoint {step}: the newer one(s) {[s for s in steps if s > step]} are "
+                log(f"[{self.name}] resuming from checkpoint {step}: the newer one(s) {[s for s in steps if s > step]} are "
                     f"damaged (left in {self.ck.directory})")
             return restored
-        raise ValueError(f"no RL checkpoint in {self.ck.directory} can be restored: it does not fit this "
+        raise ValueError(f"no {self.name} checkpoint in {self.ck.directory} can be restored: it does not fit this "
                          f"model/optimizer (a different config?) or its files are damaged: {first_error}. Delete "
                          f"{self.ck.directory} and "
-                         f"{self.meta_dir} to start the RL stage over") from first_error
+                         f"{self.meta_dir} to start the {self.name} stage over") from first_error
 
     def _restore(self, step: int, like: TrainState) -> tuple[TrainState, int, list]:
         meta_path = self.meta_dir / f"{step}.json"

@@ -1,0 +1,43 @@
+"""The SFT stage on ``training.fit``: with ``sft.checkpoint_every`` a run stopped mid-way resumes from its
+checkpoint to the parameters of an uninterrupted run."""
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from rewardsql_jax.stages import sft
+from rewardsql_jax.stages.policy import load_model
+from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, RunConfig, SFTConfig
+from rewardsql_jax.stages.runner import run_pipeline
+from rewardsql_jax.training.fit import StoppedEarly
+
+CFG = RunConfig(name="sft_test", workers=1, stages=("cold_start", "sft"),
+                data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=6, schema_examples=0, max_train=6,
+                                max_eval=2),
+                model=ModelConfigSection(vocab_size=500, hidden_size=32, intermediate_size=64, num_layers=1,
+                                         num_heads=2, num_kv_heads=1, max_len=1024),
+                sft=SFTConfig(steps=6, batch_size=2, lr=1e-2, warmup_steps=1, checkpoint_every=2))
+
+
+def _params(run_dir):
+    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(load_model(run_dir / "sft" / "policy")))]
+
+
+@pytest.mark.slow
+def test_a_stopped_sft_resumes_to_the_uninterrupted_params(tmp_path, monkeypatch):
+    whole = run_pipeline(dataclasses.replace(CFG, run_dir=str(tmp_path / "whole")), log=lambda *_: None)["sft"]
+    assert whole["resumed_from_step"] == 0
+
+    real_fit = sft.fit
+    monkeypatch.setattr(sft, "fit", lambda *a, **kw: real_fit(*a, **{**kw, "stop_after": 3}))
+    stopped = dataclasses.replace(CFG, run_dir=str(tmp_path / "stopped"))
+    with pytest.raises(StoppedEarly, match=r"sft stopped after 3 step\(s\) at step 3/6"):
+        run_pipeline(stopped, log=lambda *_: None)
+    monkeypatch.setattr(sft, "fit", real_fit)
+    again = run_pipeline(stopped, log=lambda *_: None)["sft"]
+    assert again["resumed_from_step"] == 3  # the checkpoint written when it stopped
+    assert again["loss_curve"] == whole["loss_curve"]
+    for got, want in zip(_params(tmp_path / "stopped"), _params(tmp_path / "whole")):
+        np.testing.assert_array_equal(got, want)
