@@ -83,6 +83,10 @@ class OnlineAlgorithm(RLAlgorithm):
         if rl.temperature <= 0:
             raise ValueError(f"rl.temperature={rl.temperature}: RL samples rollouts, use a temperature > 0 "
                              f"(paper: 1.0)")
+        if rl.filter_groups and not self.group_normalised:
+            raise ValueError(f"rl.filter_groups=true keeps the groups whose rewards differ, which only matters to an "
+                             f"algorithm that normalises within a group; rl.algorithm={self.name!r} does not: set "
+                             f"rl.filter_groups=false")
         if self.group_normalised and rl.samples_per_prompt < 2:
             raise ValueError(f"rl.algorithm={self.name!r} normalises rewards within a group of samples of one "
                              f"prompt; set rl.samples_per_prompt >= 2 (paper: 8)")

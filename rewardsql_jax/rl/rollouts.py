@@ -47,6 +47,33 @@ class Rollouts:
     sample_seconds: float
     wait_seconds: float
 
+    def take(self, rows) -> Rollouts:
+        """The rollouts of ``rows`` (indices, in that order); timings are kept, the token count recomputed."""
+        rows = [int(r) for r in rows]
+        o = self.outcomes
+        outcomes = Outcomes(rewards=o.rewards[rows], executable=o.executable[rows], gold_ok=o.gold_ok[rows],
+                            results=tuple(o.results[r] for r in rows))
+
+        def pick(xs):
+            return [xs[r] for r in rows]
+
+        return dataclasses.replace(self, prompt_ids=pick(self.prompt_ids), token_ids=pick(self.token_ids),
+                                   logprobs=pick(self.logprobs), records=pick(self.records),
+                                   completions=pick(self.completions), outcomes=outcomes,
+                                   clauses=None if self.clauses is None else pick(self.clauses),
+                                   tokens=sum(len(self.token_ids[r]) for r in rows))
+
+
+def concat_rollouts(parts: Sequence[Rollouts]) -> Rollouts:
+    """One batch of several rollout batches (rows in order); timings and token counts add up."""
+    host = _concat([HostScores(p.completions, p.outcomes, p.clauses) for p in parts])
+    return Rollouts(prompt_ids=[x for p in parts for x in p.prompt_ids],
+                    token_ids=[x for p in parts for x in p.token_ids], logprobs=[x for p in parts for x in p.logprobs],
+                    records=[x for p in parts for x in p.records], completions=host.completions,
+                    outcomes=host.outcomes, clauses=host.clauses, tokens=sum(p.tokens for p in parts),
+                    sample_seconds=sum(p.sample_seconds for p in parts),
+                    wait_seconds=sum(p.wait_seconds for p in parts))
+
 
 def score_rows(tokenizer, pool, records, token_ids, *, clauses: bool, timeout_s: float = 30.0,
                ex_mode: str = "bird") -> HostScores:
@@ -143,10 +170,11 @@ def sample_rollouts(model, tokenizer, records, prompt_ids, *, samples: int, temp
         return sampler.generate(model, records, prompt_ids, seed=seed).collect()
 
 
-def pick_questions(n: int, k: int, seed: int, step: int) -> np.ndarray:
+def pick_questions(n: int, k: int, seed: int, step: int, draw: int = 0) -> np.ndarray:
     """Indices of the ``k`` questions of RL step ``step``: a permutation seeded by (seed, step) alone, so a
-    resumed run draws the same questions (without replacement while k <= n)."""
-    rng = np.random.default_rng([seed, step])
+    resumed run draws the same questions (without replacement while k <= n). ``draw`` > 0: the step's further
+    draws of dynamic sampling (``rl.filter_groups``), seeded by (seed, step, draw)."""
+    rng = np.random.default_rng([seed, step] if draw == 0 else [seed, step, draw])
     return rng.permutation(n)[:k] if k <= n else rng.integers(0, n, size=k)
 
 

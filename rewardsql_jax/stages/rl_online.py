@@ -1,7 +1,9 @@
 """The online RL loop: one iteration is five named phases, timed and logged per step.
 
   generate   sample ``rl.samples_per_prompt`` completions for each of ``rl.prompts_per_step`` questions (drawn
-             by (seed, step)) from the current params; each finished chunk's host work starts meanwhile
+             by (seed, step)) from the current params; each finished chunk's host work starts meanwhile.
+             ``rl.filter_groups``: more draws until the groups with reward spread fill the batch (DAPO,
+             ``rl/dynamic_sampling.py``); each draw goes through generate, execute and reward
   execute    wait for that host work: decode, run every completion and its gold SQL in the SQL worker pool
              (EXPO-SQL clause rewards too when the algorithm wants them)
   reward     PRM step scores of the completions (algorithms with ``needs_prm``)
@@ -24,7 +26,8 @@ from rewardsql_jax.distributed import is_primary
 from rewardsql_jax.rl import RolloutSampler, get_algorithm, score_rows
 from rewardsql_jax.rl import update as rl_update
 from rewardsql_jax.rl.algorithm import OnlineAlgorithm
-from rewardsql_jax.rl.rollouts import pick_questions, sampler_prompts
+from rewardsql_jax.rl.dynamic_sampling import choose_groups, group_rows, informative_groups
+from rewardsql_jax.rl.rollouts import concat_rollouts, pick_questions, sampler_prompts
 from rewardsql_jax.training.fit import fit
 
 from .context import RunContext
@@ -72,25 +75,54 @@ class PhaseTimer:
 
 def rl_iteration(inputs: RLInputs, state, step: int):
     """One online RL step (module docstring); returns ``(state, record)``, the record being what the log holds."""
-    rl, data, algo = inputs.rl, inputs.data, inputs.algorithm
+    rl, algo = inputs.rl, inputs.algorithm
     timer, t0 = PhaseTimer(), time.perf_counter()
-    idx = pick_questions(len(data.records), rl.prompts_per_step, inputs.seed, step)
-    with timer.phase("generate"):
-        pending = inputs.sampler.generate(state.model(), [data.records[i] for i in idx],
-                                          [data.prompt_ids[i] for i in idx], seed=inputs.seed * 100_003 + step)
-    with timer.phase("execute"):
-        ro = pending.collect()
-    with timer.phase("reward"):
-        scores = (inputs.scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
-                  if algo.needs_prm else None)
+    draws = rl.filter_groups_max_draws if rl.filter_groups else 1
+    parts, scores, flags = [], [], []
+    for draw in range(draws):  # one draw unless dynamic sampling asks for groups with spread
+        ro, sc = _sample_and_score(inputs, state, step, draw, timer)
+        parts.append(ro)
+        scores.append(sc)
+        if not rl.filter_groups:
+            break
+        with timer.phase("advantage"):
+            flags.append(informative_groups(algo.update(ro, sc, rl).rewards, rl.samples_per_prompt))
+        if sum(int(f.sum()) for f in flags) >= rl.prompts_per_step:
+            break
+    ro, sc, extra = parts[0], scores[0], {}
+    if rl.filter_groups:
+        chosen = choose_groups(flags, rl.prompts_per_step)
+        rows = group_rows(chosen, rl.samples_per_prompt, [len(p.token_ids) for p in parts])
+        ro = concat_rollouts(parts).take(rows)
+        if sc is not None:
+            every_score = [x for part in scores for x in part]
+            sc = [every_score[r] for r in rows]
+        extra = {"draws": len(parts), "informative_groups_first_draw": int(flags[0].sum()),
+                 "informative_groups": int(sum(flags[d][g] for d, g in chosen))}
     with timer.phase("advantage"):
-        upd = algo.update(ro, scores, rl)
-        batch = rl_update.train_batch(ro, upd, group_size=rl.samples_per_prompt, length=data.length,
+        upd = algo.update(ro, sc, rl)
+        batch = rl_update.train_batch(ro, upd, group_size=rl.samples_per_prompt, length=inputs.data.length,
                                       pad_id=inputs.pad_id, completion_length=inputs.completion_length)
     with timer.phase("update"):
         state, m = inputs.step_fn(state, batch)
         metrics = jax.device_get(m)
-    return state, step_record(step, ro, upd, metrics, timer.seconds, time.perf_counter() - t0)
+    return state, {**step_record(step, ro, upd, metrics, timer.seconds, time.perf_counter() - t0), **extra}
+
+
+def _sample_and_score(inputs: RLInputs, state, step: int, draw: int, timer: PhaseTimer):
+    """The generate, execute and reward phases of one draw of questions."""
+    data, rl = inputs.data, inputs.rl
+    idx = pick_questions(len(data.records), rl.prompts_per_step, inputs.seed, step, draw)
+    with timer.phase("generate"):
+        seed = inputs.seed * 100_003 + step + 1_000_003 * draw
+        pending = inputs.sampler.generate(state.model(), [data.records[i] for i in idx],
+                                          [data.prompt_ids[i] for i in idx], seed=seed)
+    with timer.phase("execute"):
+        ro = pending.collect()
+    with timer.phase("reward"):
+        scores = (inputs.scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+                  if inputs.algorithm.needs_prm else None)
+    return ro, scores
 
 
 def step_record(step: int, ro, upd, m: dict, phases: dict, seconds: float) -> dict:

@@ -181,6 +181,9 @@ class RLConfig:
     stop_after: int = 0               # > 0: stop after N steps, as if killed (resume tests); 0 = run all
     shared_prefix: bool = True        # train each prompt once per group of samples (GroupedRLBatch; same loss)
     prompts_per_sampler_call: int = 0  # prompts per sampler call (a divisor of prompts_per_step); 0 = automatic
+    filter_groups: bool = False       # DAPO dynamic sampling: draw more questions until every group of the batch
+                                      # has reward spread (verl filter_groups); group-normalised algorithms only
+    filter_groups_max_draws: int = 3  # draws per step at most; then uninformative groups fill the batch
 
     def __post_init__(self):
         from rewardsql_jax.rl import get_algorithm, policy_loss
@@ -193,6 +196,7 @@ class RLConfig:
         require_positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every")
         if self.stop_after < 0:
             raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")
+        require_positive(self, "filter_groups_max_draws")
         if self.prompts_per_sampler_call < 0 or (self.prompts_per_sampler_call
                                                  and self.prompts_per_step % self.prompts_per_sampler_call):
             raise ValueError(f"rl.prompts_per_sampler_call={self.prompts_per_sampler_call} must divide "

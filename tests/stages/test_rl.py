@@ -148,3 +148,19 @@ def test_clear_errors(base, tmp_path):
     three = dataclasses.replace(base, mesh=dataclasses.replace(base.mesh, micro_batches=3))
     with pytest.raises(ValueError, match="micro_batches=3 must divide rl.prompts_per_step=2"):
         _run(three, run)
+
+
+def test_filter_groups_draws_until_groups_have_reward_spread(base, tmp_path):
+    """DAPO dynamic sampling through the stage: every step logs its draws; the batch keeps its shape (the step
+    compiles once: the run finishes), the informative groups are counted from the executed rewards."""
+    run = _copy(base, tmp_path, "dapo")
+    m = _run(base, run, algorithm="grpo_outcome", filter_groups=True, filter_groups_max_draws=3, kl_beta=0.0)
+    _sane_online(m, 2)
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    steps = [r for r in records if r.get("stage") == "rl" and "draws" in r]
+    assert len(steps) == 2
+    for r in steps:
+        assert 1 <= r["draws"] <= 3 and 0 <= r["informative_groups"] <= RL.prompts_per_step
+        assert r["informative_groups"] >= r["informative_groups_first_draw"]
+        # a step stops drawing once the informative groups fill the batch, and draws again otherwise
+        assert r["draws"] == 3 or r["informative_groups"] == RL.prompts_per_step
