@@ -69,8 +69,8 @@ def _run(config, plan_opts) -> int:
     if plan_opts is None:  # one process per host on a pod (JAX_* / TPU environment): join the others
         maybe_initialize_distributed()
     if getattr(config, "pipeline", None) == "conductor":  # SQLConductor (configs/conductor_*.py)
-        from rewardsql_jax.stages.conductor import print_summary as conductor_summary
-        from rewardsql_jax.stages.conductor import run_conductor
+        from rewardsql_jax.conductor.run import print_summary as conductor_summary
+        from rewardsql_jax.conductor.run import run_conductor
 
         results = run_conductor(config)
         if is_primary():

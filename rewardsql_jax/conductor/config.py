@@ -10,6 +10,7 @@ import dataclasses
 
 from rewardsql_jax.stages.run_config import ModelConfigSection, require_positive
 
+from .actions import ACTIONS
 from .rewards import RewardConfig
 from .search import ExploreConfig
 
@@ -114,7 +115,6 @@ class ConductorRunConfig:
     def __post_init__(self):
         if self.pipeline != "conductor":
             raise ValueError(f"ConductorRunConfig.pipeline must be 'conductor', got {self.pipeline!r}")
-        from .actions import ACTIONS
         unknown = [a for a in self.fixed_workflow if a not in ACTIONS]
         if unknown:
             raise ValueError(f"fixed_workflow names unknown actions {unknown}; known: {sorted(ACTIONS)}")

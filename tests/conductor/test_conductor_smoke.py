@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from rewardsql_jax.conductor.run import run_conductor, summary_lines
 from rewardsql_jax.config import load_config
-from rewardsql_jax.stages.conductor import run_conductor, summary_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
