@@ -25,10 +25,10 @@ from rewardsql_jax.planning.launch import run_plan, split_plan_overrides  # noqa
 from rewardsql_jax.plugins import load_plugins, plugin_overrides  # noqa: E402
 from rewardsql_jax.stages.memory_check import WillNotFit  # noqa: E402
 from rewardsql_jax.stages.report import print_summary  # noqa: E402
-from rewardsql_jax.training.preemption import EXIT_CODE as PREEMPTED_EXIT  # noqa: E402
-from rewardsql_jax.training.preemption import Preempted  # noqa: E402
 from rewardsql_jax.stages.runner import run_pipeline  # noqa: E402
 from rewardsql_jax.stages.stage_config import StageConfigChanged  # noqa: E402
+from rewardsql_jax.training.preemption import EXIT_CODE as PREEMPTED_EXIT  # noqa: E402
+from rewardsql_jax.training.preemption import Preempted  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -16,7 +16,7 @@ modes, REINFORCE++'s whole-batch returns, rejection sampling's filter) keep thei
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 FAMILIES = ("policy_gradient", "preference", "supervised", "prm")
 REDUCTIONS = ("token_mean", "sequence_mean")

@@ -5,9 +5,16 @@ module each), rollouts sampled and executed with overlapped host work (``rollout
 an online update (``update.py``).
 """
 from . import algorithms  # registers the built-ins
-from .algorithm import (OfflineAlgorithm, OnlineAlgorithm, RLAlgorithm, algorithm_names, get_algorithm,
-                        policy_loss, register_algorithm)
-from .rollouts import Rollouts, RolloutSampler, sample_rollouts, score_rows
+from .algorithm import (
+                        OfflineAlgorithm,
+                        OnlineAlgorithm,
+                        RLAlgorithm,
+                        algorithm_names,
+                        get_algorithm,
+                        policy_loss,
+                        register_algorithm,
+)
+from .rollouts import RolloutSampler, Rollouts, sample_rollouts, score_rows
 from .update import Update, train_batch
 
 __all__ = ["OfflineAlgorithm", "OnlineAlgorithm", "RLAlgorithm", "RolloutSampler", "Rollouts", "Update",

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
 
 import numpy as np
 
-from rewardsql_jax.rewards.rollout_rewards import (DecodedCompletion, Outcomes, batch_clause_rewards,
-                                                   clause_reward_options, decode_with_offsets, execution_outcomes)
+from rewardsql_jax.rewards.rollout_rewards import (
+    DecodedCompletion,
+    Outcomes,
+    batch_clause_rewards,
+    clause_reward_options,
+    decode_with_offsets,
+    execution_outcomes,
+)
 from rewardsql_jax.sampling import generate
 
 

@@ -103,7 +103,7 @@ def _step_spec(config, stage: str):
     """(batch class, field kind, rows, loss, options, reference, what to lower to fit) of a step the planner's
     RL plan does not cover."""
     from rewardsql_jax.rl import get_algorithm, policy_loss
-    from rewardsql_jax.training.batch import PreferenceBatch, PRMBatch, RLBatch, SFTBatch
+    from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
 
     if stage == "sft":
         return SFTBatch, "sft", config.sft.batch_size, "sft", None, False, "sft.batch_size"
@@ -129,7 +129,6 @@ def check_stage(config, stage: str, devices, limit: int):
     from rewardsql_jax.planning import FitCheck, check_fits, model_config_of, plan_from_run_config, planning_mesh
     from rewardsql_jax.planning.result import GB
     from rewardsql_jax.planning.steps import train_step_stats
-
     from rewardsql_jax.training.collate import bucket_length
 
     if stage == "rl" and _planned_by_the_rl_plan(config):

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from rewardsql_jax.models.prm_head import find_tag_positions, format_prm_input, step_scores, step_tag_ids
+from rewardsql_jax.models.prm_head import format_prm_input, step_scores, step_tag_ids
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.sql import format_step_result, prefix_sql, split_cocte
 from rewardsql_jax.training.batch import PRMBatch

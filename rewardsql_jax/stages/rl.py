@@ -17,9 +17,9 @@ first-vs-last OR rate, phase seconds, rollout tokens/s) and ``rl/learning_curve.
 from __future__ import annotations
 
 from rewardsql_jax.rl import get_algorithm
+from rewardsql_jax.training.preemption import deferred_sigterm
 
 from .context import RunContext
-from rewardsql_jax.training.preemption import deferred_sigterm
 from .rl_offline import run_offline
 from .rl_online import run_online
 from .rl_setup import STOP_ENV, RLStopped

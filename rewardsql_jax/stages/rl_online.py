@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 

@@ -12,8 +12,8 @@ from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.training.collate import rl_length
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
-from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 from rewardsql_jax.training.step import make_train_step
+from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 from .context import RunContext
 from .policy import load_model

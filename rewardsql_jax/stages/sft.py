@@ -13,13 +13,13 @@ import numpy as np
 
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.training.batch import SFTBatch
+from rewardsql_jax.training.collate import batch_indices, bucket_length, encode_pair, sft_arrays
+from rewardsql_jax.training.fit import fit
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
-from rewardsql_jax.training.collate import batch_indices, bucket_length, encode_pair, sft_arrays
-from rewardsql_jax.training.fit import fit
 from .policy import new_or_pretrained_policy, save_model
 
 
@@ -60,4 +60,4 @@ def run_sft(ctx: RunContext) -> dict:
     return ctx.finish("sft", {"steps": s.steps, "examples": len(encoded), "dropped_too_long": too_long,
                               "resumed_from_step": run.resumed_from,
                               "final_loss": losses[-1][1], "loss_curve": losses, "seconds": elapsed,
-                              "tokens_per_s": tokens[0] / elapsed, "final_loss_mean_last": float(np.mean([l for _, l in losses[-3:]]))})
+                              "tokens_per_s": tokens[0] / elapsed, "final_loss_mean_last": float(np.mean([loss for _, loss in losses[-3:]]))})

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -33,8 +33,7 @@ from rewardsql_jax.models.prm_head import prm_tag_logits
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
 from .batch import GroupedRLBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
-from .logprobs import (sequence_logprobs, sequence_logprobs_and_entropy, shared_prefix_logprobs,
-                       summed_logprobs)
+from .logprobs import sequence_logprobs, sequence_logprobs_and_entropy, shared_prefix_logprobs, summed_logprobs
 
 # Options the adapters consume themselves; every other loss option goes to the loss function.
 ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids")

@@ -1,7 +1,7 @@
 """A small training loop: step, log, checkpoint, stop on a non-finite loss with the last good checkpoint intact."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import jax
 import numpy as np

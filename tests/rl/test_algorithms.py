@@ -6,9 +6,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from rewardsql_jax.rewards.rollout_rewards import Outcomes, decode_with_offsets, process_token_advantages
+from rewardsql_jax.rl import Rollouts, get_algorithm, policy_loss, train_batch
 from rewardsql_jax.sql.clause_rewards import ClauseRewards
 from rewardsql_jax.sql.clauses import Clause
-from rewardsql_jax.rl import Rollouts, get_algorithm, policy_loss, train_batch
 from rewardsql_jax.stages.run_config import MeshConfig, RLConfig, RunConfig
 
 TEXTS = ["WITH t AS (SELECT a FROM x)\n\nSELECT a FROM t", "SELECT a FROM x"]

@@ -72,8 +72,8 @@ def sampled_or_rate(run_dir: Path, policy: str, *, samples: int = 16, seed: int 
     ``run_dir/policy`` that execute to the gold result (the RL stage's OR, through its rollout functions)."""
     from rewardsql_jax.data.tokenizer import load_tokenizer
     from rewardsql_jax.models import from_pretrained
-    from rewardsql_jax.sql import ExecutorPool
     from rewardsql_jax.rl import sample_rollouts, score_rows
+    from rewardsql_jax.sql import ExecutorPool
 
     run_dir = Path(run_dir)
     tok = load_tokenizer(run_dir / "cold_start" / "tokenizer")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from _train_tiny import sft_batch, tiny_state
 
 from rewardsql_jax.training.fit import NonFiniteLossError, StoppedEarly, fit
 from rewardsql_jax.training.step import make_train_step
 from rewardsql_jax.training.step_checkpoints import StepCheckpoints
+
+from _train_tiny import sft_batch, tiny_state
 
 STEPS = 5
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from rewardsql_jax.models import ModelConfig, build_model
-from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 
 def _state(seed=0, hidden=16):
