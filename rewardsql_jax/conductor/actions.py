@@ -14,7 +14,7 @@ new capability needs). The seven built-in actions:
 from __future__ import annotations
 
 import collections
-from typing import Callable
+from collections.abc import Callable
 
 from rewardsql_jax.sql import prefix_sql, split_cocte
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 
 @dataclasses.dataclass
@@ -76,7 +76,7 @@ class CallBatcher:
         def work(i):
             try:
                 results[i] = jobs[i](lambda kind, payload: self._call(i, kind, payload))
-            except BaseException as e:  # noqa: BLE001 - re-raised below in the caller's thread
+            except BaseException as e:  # re-raised below in the caller's thread
                 errors[i] = e
             finally:
                 self._leave()

@@ -8,7 +8,7 @@ one in tests.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from rewardsql_jax.sql import execute
 

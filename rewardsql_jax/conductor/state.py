@@ -8,7 +8,8 @@ The ``env`` handle (action model, caches, executor) rides along but is not part 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
