@@ -3,7 +3,10 @@
 Action space and registry (``actions``), orchestration state (``state``), tagged trajectory format and
 parser (``format``), MCTS workflow exploration (``search``), curation with stability weights
 (``curation``), stability-weighted SFT with <results> masked (``train``, ``trajectory``), curriculum GRPO
-(``grpo``), online inference (``rollout``, ``evaluate``), and the whole pipeline (``pipeline``).
+(``grpo``, the registered RL algorithm ``conductor_curriculum_grpo`` in ``curriculum_grpo``), the trainers' mesh
+(``mesh``), online inference (``rollout``, ``evaluate``), the whole pipeline (``pipeline``) and its entry point
+(``run``: ``python launch/run.py --config configs/conductor_default.py``). The top layer: it may import
+``stages`` (their config sections) and everything below; nothing imports it.
 """
 from .actions import ACTIONS, TERMINATE, action_names, register_action
 from .curation import CuratedWorkflow, curate_question, power_weights, stability_score, top_k_stable

@@ -3,14 +3,20 @@
 Defaults run the whole method on the built-in benchmark on CPU with two small models trained from scratch
 (``configs/conductor_default.py``); ``configs/conductor_smoke.py`` is the CI-sized variant. Paper values
 where they exist: top-k = 3 workflows, power alpha = 2, GRPO clip 0.2.
+
+``mesh`` is the pipeline's ``MeshConfig``: the conductor's models are small, so each process trains its own copy on a
+mesh of its own devices; the default (all 1) is one device, ``mesh.fsdp=-1`` shards over every local device, and
+``mesh.micro_batches`` splits each train batch for exact gradient accumulation.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from rewardsql_jax.stages.run_config import ModelConfigSection, require_positive
+from rewardsql_jax.rl import get_algorithm
+from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, require_positive
 
 from .actions import ACTIONS
+from .curriculum_grpo import NAME as GRPO_ALGORITHM
 from .rewards import RewardConfig
 from .search import ExploreConfig
 
@@ -90,9 +96,10 @@ class ConductorRLConfig:
     temperature: float = 1.0
     hard_threshold: float = 1.0
     reward: RewardConfig = RewardConfig()
+    checkpoint_every: int = 1        # a GRPO step samples every rollout: checkpoint after each one
 
     def __post_init__(self):
-        require_positive(self, "steps", "prompts_per_step", "lr", "temperature")
+        require_positive(self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every")
         if self.group_size < 2:
             raise ValueError(f"rl.group_size must be >= 2 (GRPO compares rollouts of a group), got {self.group_size}")
 
@@ -111,10 +118,19 @@ class ConductorRunConfig:
     explore: ExploreConfig = ExploreConfig()
     policy: PolicyConfig = PolicyConfig()
     rl: ConductorRLConfig = ConductorRLConfig()
+    mesh: MeshConfig = MeshConfig(fsdp=1)
+    checkpoint_every: int = 50       # SFT steps between checkpoints (run_dir/checkpoints/); also after the last
 
     def __post_init__(self):
         if self.pipeline != "conductor":
             raise ValueError(f"ConductorRunConfig.pipeline must be 'conductor', got {self.pipeline!r}")
+        require_positive(self, "checkpoint_every")
+        m = self.mesh.micro_batches
+        for key, size in (("action.batch_size", self.action.batch_size), ("policy.batch_size", self.policy.batch_size)):
+            if size % m:
+                raise ValueError(f"mesh.micro_batches={m} must divide {key}={size} (each SFT batch splits into equal "
+                                 f"micro-batches)")
+        get_algorithm(GRPO_ALGORITHM).validate(self)
         unknown = [a for a in self.fixed_workflow if a not in ACTIONS]
         if unknown:
             raise ValueError(f"fixed_workflow names unknown actions {unknown}; known: {sorted(ACTIONS)}")

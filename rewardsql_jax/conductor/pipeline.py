@@ -9,7 +9,11 @@
 7. curriculum GRPO on hard questions (Sec. 4.4)
 8. online inference (Alg. 3) of each policy; EX table, calls, tokens, Figure-7-style plot
 
-Per-step training metrics also go to TensorBoard: ``tensorboard --logdir <run_dir>/tensorboard``.
+The three trainers (2, 6, 7) are ``training.fit`` runs on ``local_mesh(cfg.mesh)`` with ``mesh.micro_batches``,
+checkpointing under ``run_dir/checkpoints/<trainer>/``: a rerun of a killed run resumes each from its newest
+checkpoint (a finished one is restored, not retrained) and, every step depending on ``(seed, step)`` alone, ends
+with the parameters of an uninterrupted run. Per-step training metrics also go to TensorBoard:
+``tensorboard --logdir <run_dir>/tensorboard``.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from tqdm.auto import tqdm
 
 from rewardsql_jax.config import save_config
 from rewardsql_jax.data.builtin import make_builtin_benchmark
+from rewardsql_jax.distributed import process_count
 from rewardsql_jax.models import save_pretrained
 from rewardsql_jax.training.metrics_log import ScalarLog
 
@@ -34,6 +39,7 @@ from .evaluate import initial_state, run_fixed_workflow, run_policy_episodes, su
 from .format import format_results, format_step
 from .grpo import curriculum, train_grpo
 from .lm import ModelServer, action_handler
+from .mesh import check_batches, local_mesh
 from .reasoning import CachedReasoner, template_reasoning
 from .report import plot_workflow_lengths
 from .rollout import bind
@@ -88,6 +94,9 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
     explore_ex = train_ex[:d.max_explore_questions] if d.max_explore_questions else train_ex
     env = Env(complete=_unbound)
     timings = {}
+    mesh = local_mesh(cfg.mesh)
+    check_batches(cfg, mesh)
+    trainers = _trainer_options(cfg, run_dir, mesh)
     scalars = ScalarLog(run_dir / "tensorboard")
 
     def to_tensorboard(run):
@@ -104,7 +113,8 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
         new_model(cfg.action.shape, tok, cfg.seed), [encode_sft(tok, p, t_) for p, t_ in pairs],
         steps=cfg.action.steps, batch_size=cfg.action.batch_size, lr=cfg.action.lr, pad_id=tok.pad_token_id,
         seed=cfg.seed, max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len), log=log,
-        on_log=to_tensorboard("action_sft"), desc="action model sft")
+        on_log=to_tensorboard("action_sft"), desc="action model sft", **trainers("action_sft"),
+        checkpoint_every=cfg.checkpoint_every)
     save_pretrained(action_model, run_dir / "action_model")
     timings["action_model_sft"] = time.perf_counter() - t
     greedy_action, sampled_action = _servers(cfg, tok, action_model)
@@ -155,7 +165,8 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
         policy, policy_curve = train_sft(policy, samples, steps=p.sft_steps, batch_size=p.batch_size, lr=p.lr,
                                          pad_id=tok.pad_token_id, seed=cfg.seed, reduction="sequence_mean",
                                          max_len=p.shape.max_len, log=log, on_log=to_tensorboard("policy_sft"),
-                                         desc="policy sft")
+                                         desc="policy sft", **trainers("policy_sft"),
+                                         checkpoint_every=cfg.checkpoint_every)
     else:
         policy_curve = []
         log("[conductor] no successful workflow was explored: the SFT policy stays untrained")
@@ -167,7 +178,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
     hard = curriculum(explore_ex, {s.question_id: s.best_stability for s in searches}, cfg.rl.hard_threshold)
     policy, rl_history = train_grpo(policy, hard, env, tok, policy_server, greedy_action, cfg.rl, cfg.rl.reward,
                                     max_steps=p.max_steps, pad_id=tok.pad_token_id, seed=cfg.seed, log=log,
-                                    on_log=to_tensorboard("grpo"))
+                                    on_log=to_tensorboard("grpo"), **trainers("grpo"))
     save_pretrained(policy, run_dir / "policy_sft_rl")
     timings["grpo"] = time.perf_counter() - t
     evaluate("sft_rl_policy", policy)
@@ -193,6 +204,17 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
             for r in recs:
                 f.write(json.dumps({"method": method, **r.__dict__}, default=str) + "\n")
     return results
+
+
+def _trainer_options(cfg, run_dir: Path, mesh):
+    """``trainers(name)``: the mesh, micro-batches and checkpoint directory of trainer ``name``. With several
+    processes each computes the run on its own (``run.py``) and none checkpoints: Orbax saves collectively
+    across processes, which these independent copies are not."""
+    def options(name: str) -> dict:
+        resumable = process_count() == 1
+        return {"mesh": mesh, "micro_batches": cfg.mesh.micro_batches,
+                "checkpoint_dir": run_dir / "checkpoints" / name if resumable else None}
+    return options
 
 
 def _write_curated(path: Path, curated) -> None:

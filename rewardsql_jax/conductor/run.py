@@ -3,7 +3,8 @@ dispatches here when ``config.pipeline == "conductor"``).
 
 ``run_conductor(config) -> results`` runs search-to-policy training and online inference on the built-in
 benchmark (SQLConductor Figure 2; the steps are in ``pipeline.py``); ``print_summary`` prints the EX table
-(``report.summary_lines``).
+(``report.summary_lines``). A rerun of a killed run resumes its trainers from their checkpoints in
+``run_dir/checkpoints/``.
 """
 from __future__ import annotations
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from rewardsql_jax.models import fresh_model
+from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
+from rewardsql_jax.training.fit import fit
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
+from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,10 +46,15 @@ def encode_sft(tokenizer, prompt: str, target: str) -> SFTSample:
 
 def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id: int, seed: int = 0,
               reduction: str = "token_mean", warmup_steps: int = 10, max_len: int | None = None, log=None,
-              on_log=None, desc: str = "sft"):
+              on_log=None, desc: str = "sft", checkpoint_dir=None, checkpoint_every: int = 0, stop_after: int = 0,
+              mesh=None, micro_batches: int = 1):
     """Train ``model`` on ``samples``; returns (trained model, [(step, loss)]). Over-long samples are dropped.
 
-    Every 10th step (and the last) ``log`` gets a one-line summary and ``on_log(step, {"loss": ...})`` the metrics.
+    One ``training.fit`` run: step i trains on batch i of ``batch_indices(seed)``, so with ``checkpoint_dir`` a
+    killed (or ``stop_after``-stopped) run resumes from its newest checkpoint there and ends with the parameters of
+    an uninterrupted one. ``mesh`` shards the model and each batch; ``micro_batches`` splits each batch for exact
+    gradient accumulation. Every 10th step (and the last) is fetched from the device and logged: ``log`` gets a
+    one-line summary and ``on_log(step, {"loss": ..., "grad_norm": ...})`` the metrics.
     """
     if max_len is not None:
         samples = [s for s in samples if len(s.ids) <= max_len]
@@ -55,23 +62,31 @@ def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id:
         raise ValueError("no SFT samples fit the model's max_len; raise it or shorten the prompts")
     opt = OptimizerConfig(learning_rate=lr, max_grad_norm=1.0, schedule="cosine",
                           warmup_steps=min(warmup_steps, steps - 1), total_steps=max(steps, 2), min_lr_ratio=0.1)
+    if mesh is not None:
+        model = shard_model(model, mesh)
     state = create_train_state(model, make_optimizer(opt), seed=seed)
-    step_fn = make_train_step(state.graphdef, "sft", {"reduction": reduction})
-    curve = []
+    step_fn = make_train_step(state.graphdef, "sft", {"reduction": reduction}, mesh=mesh, micro_batches=micro_batches)
     length = bucket_length(max(len(s.ids) for s in samples))  # one shape: the step compiles once
-    bar = tqdm(batch_indices(len(samples), batch_size, steps, seed), total=steps, desc=desc)
-    for i, idx in enumerate(bar):
-        chunk = [samples[j] for j in idx]
+    batches = list(batch_indices(len(samples), batch_size, steps, seed))
+
+    def step(state, i):
+        chunk = [samples[j] for j in batches[i]]
         batch = SFTBatch(input_ids=pad_rows([s.ids for s in chunk], length, pad_id),
                          attention_mask=pad_rows([[1] * len(s.ids) for s in chunk], length, 0),
                          loss_mask=pad_rows([s.mask for s in chunk], length, 0),
                          weights=np.asarray([s.weight for s in chunk], np.float32))
         state, metrics = step_fn(state, batch)
-        if i % 10 == 0 or i == steps - 1:
-            curve.append((i, float(metrics["loss"])))
-            bar.set_postfix(loss=f"{curve[-1][1]:.3f}")
-            if on_log:
-                on_log(i, {"loss": curve[-1][1], "grad_norm": float(metrics["grad_norm"])})
-            if log:
-                log(f"  sft step {i}: loss {curve[-1][1]:.4f}")
-    return state.model(), curve
+        return state, {"loss": metrics["loss"], "grad_norm": metrics["grad_norm"]}  # fetched on logged steps
+
+    def report(record):
+        if "step" not in record:  # the resume notice (fit says it)
+            return
+        if on_log:
+            on_log(record["step"], {"loss": record["loss"], "grad_norm": record["grad_norm"]})
+        if log:
+            log(f"  {desc} step {record['step']}: loss {record['loss']:.4f}")
+
+    checkpoints = None if checkpoint_dir is None else StepCheckpoints(checkpoint_dir, name=desc)
+    result = fit(state, step, steps=steps, desc=desc, log=report, checkpoints=checkpoints, log_every=10,
+                 checkpoint_every=checkpoint_every, stop_after=stop_after, say=log or print)
+    return result.state.model(), [(r["step"], r["loss"]) for r in result.history]

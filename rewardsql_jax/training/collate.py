@@ -171,3 +171,20 @@ def sft_batch(prompts, completions, *, length: int, pad_id: int) -> SFTBatch:
     """SFTBatch on completions (rejection sampling: maximum likelihood of the kept candidates)."""
     ids, attn, mask = sequence_arrays(prompts, completions, length, pad_id)
     return SFTBatch(input_ids=ids, attention_mask=attn, loss_mask=mask).validate()
+
+
+def masked_rl_batch(rows, advantages, pad_id: int) -> RLBatch:
+    """RLBatch of whole token rows ``(ids, completion_mask, logprobs)`` whose trained tokens are marked by the
+    mask rather than by a prompt/completion split (SQLConductor Sec. 4.4: a multi-step trajectory where only the
+    policy's ``<reasoning>``/``<call>`` tokens are trained and the ``<results>`` between them are not); the
+    log-probs are the sampler's (0 where not sampled), ``advantages`` one per row; length ``bucket_length``."""
+    rows = [(list(ids), list(mask), list(lps)) for ids, mask, lps in rows]
+    bad = [i for i, (ids, mask, lps) in enumerate(rows) if not len(ids) == len(mask) == len(lps)]
+    if bad:
+        raise ValueError(f"rows {bad[:5]}: ids, completion_mask and logprobs must have one entry per token")
+    length = bucket_length(max(len(ids) for ids, _, _ in rows))
+    return RLBatch(input_ids=pad_rows([ids for ids, _, _ in rows], length, pad_id),
+                   attention_mask=pad_rows([[1] * len(ids) for ids, _, _ in rows], length, 0),
+                   completion_mask=pad_rows([m for _, m, _ in rows], length, 0),
+                   old_logprobs=pad_rows([lp for _, _, lp in rows], length, 0.0, dtype=np.float32),
+                   advantages=np.asarray(advantages, np.float32)).validate()
