@@ -1,7 +1,7 @@
 """Stage 2 — cold-start SFT of the policy on Chain-of-CTE targets (Reward-SQL Sec. 4.1).
 
 Masked token cross-entropy on the target SQL (+ EOS), prompt tokens masked; one jitted, donated train
-step (``training.make_train_step(..., "sft")``) run by ``training.fit`` (``sft.checkpoint_every`` > 0: resumable).
+step (``training.make_train_step(..., "sft")``, the vocabulary projection only at target positions) run by ``training.fit`` (``sft.checkpoint_every`` > 0: resumable).
 Writes ``sft/policy/`` (HF directory) and metrics.
 """
 from __future__ import annotations
@@ -41,9 +41,12 @@ def run_sft(ctx: RunContext) -> dict:
                           schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps - 1), total_steps=s.steps,
                           min_lr_ratio=0.1)
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
-    step_fn = make_train_step(state.graphdef, "sft", mesh=mesh, micro_batches=cfg.mesh.micro_batches)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     length = bucket_length(max(len(e[0]) for e in encoded))  # one shape: the step compiles once
+    # the loss covers the target only (~20% of a row): project just those positions onto the vocabulary
+    targets = -(-max(sum(e[1]) for e in encoded) // 16) * 16
+    step_fn = make_train_step(state.graphdef, "sft", {"target_tokens": targets}, mesh=mesh,
+                              micro_batches=cfg.mesh.micro_batches)
     order, tokens, t0 = list(batch_indices(len(encoded), s.batch_size, s.steps, cfg.seed)), [0], time.perf_counter()
 
     def step(state, i):

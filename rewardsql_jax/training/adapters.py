@@ -36,7 +36,7 @@ from .batch import GroupedRLBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, 
 from .logprobs import sequence_logprobs, sequence_logprobs_and_entropy, shared_prefix_logprobs, summed_logprobs
 
 # Options the adapters consume themselves; every other loss option goes to the loss function.
-ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids")
+ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids", "target_tokens")
 
 
 @struct.dataclass
@@ -150,13 +150,25 @@ def _split(opts):
 
 # ---------------------------------------------------------------- sft / rs
 def _next_token_inputs(model, batch, own):
-    """(logits, targets, loss mask) of next-token prediction on a batch with input_ids / attention / loss_mask."""
+    """(logits, targets, loss mask) of next-token prediction on a batch with input_ids / attention / loss_mask.
+
+    ``target_tokens=K`` (a static bound on the loss tokens of any row, e.g. the SFT stage's longest target):
+    the vocabulary projection runs only at each row's first K loss positions ([B, K, V] logits instead of
+    [B, T, V]); the loss, its gradient and the metrics are the same, since the other positions are masked out."""
     # the last position predicts nothing: drop it before the vocab projection, not after (its [B, V] slice's
     # gradient would be padded back into a full [B, T, V] array)
-    logits = model.logits_from_hidden(model.hidden_states(batch.input_ids, batch.attention_mask)[:, :-1])
+    hidden = model.hidden_states(batch.input_ids, batch.attention_mask)[:, :-1]
+    targets, mask = batch.input_ids[:, 1:], jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]
+    k = own.get("target_tokens")
+    if k is not None and k < mask.shape[1]:
+        # each row's loss positions first, in order (a stable sort on -mask), then K of them
+        pos = jnp.argsort(-mask, axis=1, stable=True)[:, :k]
+        hidden = jnp.take_along_axis(hidden, pos[..., None], axis=1)
+        targets, mask = jnp.take_along_axis(targets, pos, axis=1), jnp.take_along_axis(mask, pos, axis=1)
+    logits = model.logits_from_hidden(hidden)
     if own.get("temperature", 1.0) != 1.0:
         logits = logits / own["temperature"]
-    return logits, batch.input_ids[:, 1:], jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]
+    return logits, targets, mask
 
 
 def _sft_count(mask, reduction):

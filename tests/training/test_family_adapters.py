@@ -79,3 +79,15 @@ def test_a_family_loss_refuses_a_batch_of_another_family(scratch_registry):
     losses.register("pg_x", family="policy_gradient")(lambda lp, old, adv, mask: (jnp.sum(lp * mask), {}))
     with pytest.raises((TypeError, ValueError), match="RLBatch"):
         _params_after("pg_x", {}, sft_batch())
+
+
+def test_sft_target_tokens_bound_gives_the_same_step():
+    """``target_tokens=K`` projects only each row's first K loss positions onto the vocabulary: same update."""
+    batch = sft_batch()  # 12 positions, loss on the last 8 of each row (one row has none)
+    full, m_full = _params_after("sft", {}, batch)
+    sparse, m_sparse = _params_after("sft", {"target_tokens": 8}, batch)
+    _assert_same(sparse, full)
+    assert float(m_sparse["loss"]) == pytest.approx(float(m_full["loss"]), rel=1e-6)
+    weighted = {"reduction": "sequence_mean"}
+    _assert_same(_params_after("sft", {**weighted, "target_tokens": 8}, batch)[0],
+                 _params_after("sft", weighted, batch)[0])
