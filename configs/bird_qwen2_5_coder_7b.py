@@ -19,8 +19,17 @@ of whole prompt groups, and at 24 micro-batches (one group per device) the plan 
 choice. Check before launching:
     python launch/run.py --config configs/bird_qwen2_5_coder_7b.py plan=true plan.devices=8 plan.hbm=v5p
 """
-from rewardsql_jax.stages.run_config import (DataConfig, InferenceConfig, MeshConfig, ModelConfigSection,
-                                             PRMConfig, PRMLabelConfig, RLConfig, RunConfig, SFTConfig)
+from rewardsql_jax.stages.run_config import (
+    DataConfig,
+    InferenceConfig,
+    MeshConfig,
+    ModelConfigSection,
+    PRMConfig,
+    PRMLabelConfig,
+    RLConfig,
+    RunConfig,
+    SFTConfig,
+)
 
 _TRAIN_QUESTIONS = 9428  # BIRD train
 _EPOCH_STEPS = _TRAIN_QUESTIONS // 16

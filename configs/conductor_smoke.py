@@ -1,6 +1,11 @@
 """SQLConductor in < 2 minutes on CPU (what CI's tests/conductor/test_conductor_smoke.py runs)."""
-from rewardsql_jax.conductor.config import (ActionModelConfig, ConductorData, ConductorRLConfig, ConductorRunConfig,
-                                            PolicyConfig)
+from rewardsql_jax.conductor.config import (
+    ActionModelConfig,
+    ConductorData,
+    ConductorRLConfig,
+    ConductorRunConfig,
+    PolicyConfig,
+)
 from rewardsql_jax.conductor.search import ExploreConfig
 from rewardsql_jax.stages.run_config import ModelConfigSection
 

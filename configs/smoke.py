@@ -1,6 +1,14 @@
 """A < 2-minute run of every stage on a tiny generated benchmark (what CI's pipeline test runs)."""
-from rewardsql_jax.stages.run_config import (DataConfig, InferenceConfig, ModelConfigSection, PRMConfig,
-                                             PRMLabelConfig, RLConfig, RunConfig, SFTConfig)
+from rewardsql_jax.stages.run_config import (
+    DataConfig,
+    InferenceConfig,
+    ModelConfigSection,
+    PRMConfig,
+    PRMLabelConfig,
+    RLConfig,
+    RunConfig,
+    SFTConfig,
+)
 
 CONFIG = RunConfig(
     name="smoke",

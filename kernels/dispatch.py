@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 

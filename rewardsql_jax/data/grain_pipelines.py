@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import grain
 import jax
@@ -94,10 +95,17 @@ class BatchPlan:
             raise ValueError(f"{len(self.valid)} usable records ({self.num_dropped} longer than the largest bucket "
                              f"{cfg.buckets[-1]}) over {self.shard_count} shards give no full batch of "
                              f"{cfg.batch_size}; add data, lower batch_size or add a larger bucket.")
+        self._epochs: dict[int, np.ndarray] = {}  # the last two epochs' batches (an epoch boundary needs both)
 
-    @functools.lru_cache(maxsize=2)
     def epoch(self, epoch: int) -> np.ndarray:
         """[num_batches, batch_size] record indices of ``epoch`` on this shard."""
+        if epoch not in self._epochs:
+            if len(self._epochs) == 2:
+                del self._epochs[next(iter(self._epochs))]
+            self._epochs[epoch] = self._batches(epoch)
+        return self._epochs[epoch]
+
+    def _batches(self, epoch: int) -> np.ndarray:
         cfg = self.cfg
         rng = np.random.default_rng([cfg.seed, epoch])
         order = rng.permutation(self.valid) if cfg.shuffle else self.valid
@@ -146,7 +154,7 @@ def collate_preference(records, cfg: PipelineConfig, indices=None) -> Preference
     rejected = [list(r["prompt_ids"]) + list(r["rejected_ids"]) for r in records]
     width = bucket_length(max(map(len, chosen + rejected)), cfg.buckets)
     out = []
-    for rows, key in ((chosen, "chosen_ids"), (rejected, "rejected_ids")):
+    for rows in (chosen, rejected):
         ids, attn = _pad(rows, width, cfg.pad_id)
         loss = np.zeros(ids.shape, np.float32)
         for i, r in enumerate(records):

@@ -27,10 +27,9 @@ def dpo(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, *, b
                      ref_chosen_logps=ref_chosen_logps, ref_rejected_logps=ref_rejected_logps)
     if not 0.0 <= label_smoothing < 0.5:
         raise ValueError(f"label_smoothing must be in [0, 0.5), got {label_smoothing}.")
-    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-    chosen, rejected = f32(chosen_logps), f32(rejected_logps)
-    ref_chosen = jax.lax.stop_gradient(f32(ref_chosen_logps))  # the reference model is frozen
-    ref_rejected = jax.lax.stop_gradient(f32(ref_rejected_logps))
+    chosen, rejected, ref_chosen, ref_rejected = (jnp.asarray(x, jnp.float32) for x in (
+        chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps))
+    ref_chosen, ref_rejected = jax.lax.stop_gradient((ref_chosen, ref_rejected))  # the reference model is frozen
     logits = (chosen - rejected) - (ref_chosen - ref_rejected)
     losses = (-jax.nn.log_sigmoid(beta * logits) * (1.0 - label_smoothing)
               - jax.nn.log_sigmoid(-beta * logits) * label_smoothing)

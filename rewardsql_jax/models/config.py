@@ -76,11 +76,11 @@ class ModelConfig:
     def weight_dtype(self):
         return resolve_dtype(self.param_dtype)
 
-    def replace(self, **changes) -> "ModelConfig":
+    def replace(self, **changes) -> ModelConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_hf_dict(cls, d: dict, **overrides) -> "ModelConfig":
+    def from_hf_dict(cls, d: dict, **overrides) -> ModelConfig:
         """Build from the fields of a HF ``config.json`` (Qwen2ForCausalLM / LlamaForCausalLM)."""
         model_type = d.get("model_type")
         if model_type not in SUPPORTED_MODEL_TYPES:
@@ -119,7 +119,7 @@ class ModelConfig:
         return cls(**fields)
 
     @classmethod
-    def from_json(cls, path, **overrides) -> "ModelConfig":
+    def from_json(cls, path, **overrides) -> ModelConfig:
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"

@@ -153,7 +153,10 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     q = q.reshape(b, t, hkv, groups, d)
     cdt = q.dtype  # matmul operands stay in the compute dtype (bf16 caches are not copied to fp32); fp32 results
     # prompt block [P, Hkv, R, W], R = G * T * groups: every query of a prompt's rows in one matmul
-    rows_per_prompt = lambda x: x.reshape(p, g, *x.shape[1:])  # noqa: E731  [B, ...] -> [P, G, ...]
+
+    def rows_per_prompt(x):  # [B, ...] -> [P, G, ...]
+        return x.reshape(p, g, *x.shape[1:])
+
     qp = rows_per_prompt(q).transpose(0, 3, 1, 2, 4, 5).reshape(p, hkv, g * t * groups, d)
     s_prefix = jnp.einsum("pkqd,pkwd->pkqw", qp, prefix_k.astype(cdt), preferred_element_type=jnp.float32) * scale
     s_prefix = jnp.where(prefix_mask[:, None, None, :].astype(bool), s_prefix, neg)
@@ -161,9 +164,12 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     s_own = jnp.einsum("btkgd,bksd->bktgs", q, k.astype(cdt), preferred_element_type=jnp.float32) * scale
     s_own = jnp.where(mask[:, None, :, None, :], s_own, neg)
     # the two blocks' per-query statistics in the row layout [B, Hkv, T, groups]
-    to_rows = lambda x: x.reshape(p, hkv, g, t, groups, *x.shape[3:]).swapaxes(1, 2).reshape(  # noqa: E731
-        b, hkv, t, groups, *x.shape[3:])
-    to_prompts = lambda x: x.reshape(p, g, hkv, t, groups).swapaxes(1, 2).reshape(p, hkv, g * t * groups)  # noqa: E731
+    def to_rows(x):
+        return x.reshape(p, hkv, g, t, groups, *x.shape[3:]).swapaxes(1, 2).reshape(b, hkv, t, groups, *x.shape[3:])
+
+    def to_prompts(x):
+        return x.reshape(p, g, hkv, t, groups).swapaxes(1, 2).reshape(p, hkv, g * t * groups)
+
     # the row maximum only keeps exp() in range; softmax does not depend on it, so no gradient flows through it
     # (as in jax.nn.softmax), and the backward pass keeps no copy of the scores for the max
     m = jax.lax.stop_gradient(jnp.maximum(to_rows(jnp.max(s_prefix, axis=-1)), jnp.max(s_own, axis=-1)))
@@ -191,12 +197,12 @@ class KVCache:
     def max_len(self) -> int:
         return self.k[0].shape[2 if self.heads_first else 1]
 
-    def as_heads_first(self) -> "KVCache":
+    def as_heads_first(self) -> KVCache:
         """The same cache in the ``[B, Hkv, S_max, D]`` layout ``prefix_attention`` reads (a transposing copy)."""
         if self.heads_first:
             return self
-        swap = lambda x: x.swapaxes(1, 2)  # noqa: E731
-        return KVCache(k=tuple(map(swap, self.k)), v=tuple(map(swap, self.v)), heads_first=True)
+        k, v = (tuple(x.swapaxes(1, 2) for x in xs) for xs in (self.k, self.v))
+        return KVCache(k=k, v=v, heads_first=True)
 
 
 def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None, *, heads_first: bool = False) -> KVCache:
@@ -222,6 +228,15 @@ def _kernel_attention(impl: str, key_mask):
     backend = "reference" if impl == "reference" else None
     kernels = attention_impl(backend, interpret=impl == "pallas_interpret")
     return lambda q, k, v, mask: kernels.flash(q, k, v, causal=True, key_mask=key_mask)
+
+
+def _causal_attention_fn(key_mask):
+    """A layer's ``attn_fn``: causal attention over ``key_mask`` in query chunks (the layer's mask is not read)."""
+
+    def attn_fn(q, k, v, mask):
+        return causal_attention_in_query_chunks(q, k, v, key_mask)
+
+    return attn_fn
 
 
 def _uses_pallas(impl: str) -> bool:
@@ -343,8 +358,8 @@ class CausalLM(nnx.Module):
         causal = jnp.tril(jnp.ones((t, t), dtype=bool))
         mask = causal[None] & attention_mask[:, None, :]
         cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
-        attn_fn = _kernel_attention(self.config.attention_impl, attention_mask) or (
-            lambda q, k, v, mask: causal_attention_in_query_chunks(q, k, v, attention_mask))  # noqa: E731
+        attn_fn = (_kernel_attention(self.config.attention_impl, attention_mask)
+                   or _causal_attention_fn(attention_mask))
 
         def run(layer, x):
             return layer(x, cos, sin, mask, attn_fn=attn_fn)[0]
@@ -396,7 +411,7 @@ class CausalLM(nnx.Module):
             elif fresh_prefill and _uses_pallas(self.config.attention_impl):  # causal flash attention kernel
                 attn_fn = _kernel_attention(self.config.attention_impl, key_mask)
             elif fresh_prefill:  # the whole cache is this chunk: causal attention, upper triangle skipped
-                attn_fn = lambda q, k, v, mask: causal_attention_in_query_chunks(q, k, v, key_mask)  # noqa: E731
+                attn_fn = _causal_attention_fn(key_mask)
             else:
                 attn_fn = None
             x, (k, v) = layer(x, cos, sin, mask, (ck, cv), write_index, attn_fn, cache.heads_first)

@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         print("a mesh axis of -1 needs --devices N", file=sys.stderr)
         return 2
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={n}").strip()
-    import jax  # noqa: E402  (after the device count is set)
+    import jax  # after the device count is set
 
     jax.config.update("jax_num_cpu_devices", n)
     from .aot import plan_memory

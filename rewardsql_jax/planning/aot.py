@@ -22,7 +22,7 @@ from rewardsql_jax.models.config import ModelConfig, resolve_dtype
 from rewardsql_jax.models.registry import build_model
 from rewardsql_jax.models.sharding import activation_sharding, logical_to_spec, make_mesh, param_shardings
 from rewardsql_jax.sampling.inputs import GEN_ROUND, bucket_length
-from rewardsql_jax.sampling.sampler import _decode, _prefill, _StaticOptions
+from rewardsql_jax.sampling.sampler import _StaticOptions, _decode, _prefill
 from rewardsql_jax.training.batch import GroupedRLBatch, RLBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.sharding import batch_shardings, state_shardings
@@ -162,7 +162,10 @@ def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len, samples):
     rows = rows // samples  # the prefill takes each prompt once
     tokens = activation_sharding(("batch", "seq"), mesh, shape=(rows, width))
     repl = NamedSharding(mesh, PartitionSpec())
-    sds = lambda shape, dtype, sh=repl: jax.ShapeDtypeStruct(shape, dtype, sharding=sh)  # noqa: E731
+
+    def sds(shape, dtype, sh=repl):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=sh)
+
     key = jax.eval_shape(lambda: jax.random.key(0))
     scalars = (sds((), jnp.float32), sds((), jnp.float32), sds((4,), jnp.int32), sds((), jnp.int32))
     lowered = _prefill.lower(graphdef, state, sds((rows, width), jnp.int32, tokens),
@@ -225,7 +228,10 @@ def lowered_train_flops(cfg, mesh, *, rows, seq, loss, loss_options, compute_dty
 
 def _extrapolate(one: CompiledStats, two: CompiledStats, layers: int) -> CompiledStats:
     """Linear in the layer count through the 1- and 2-layer measurements: f(1) + (L - 1) (f(2) - f(1))."""
-    lin = lambda a, b: a + (layers - 1) * (b - a)  # noqa: E731
+
+    def lin(a, b):
+        return a + (layers - 1) * (b - a)
+
     return CompiledStats(name=one.name, argument_bytes=int(lin(one.argument_bytes, two.argument_bytes)),
                          output_bytes=int(lin(one.output_bytes, two.output_bytes)),
                          alias_bytes=int(lin(one.alias_bytes, two.alias_bytes)),

@@ -18,7 +18,7 @@ Std uses Bessel's correction (ddof=1) and eps=1e-6 by default; both are options.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -25,8 +25,8 @@ plus the final SELECT (DESIGN.md output format), and unlike ``split_cocte`` they
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 from sqlglot.errors import SqlglotError
@@ -37,6 +37,7 @@ from ..sql.execute import ExecResult
 from .advantages import group_advantages
 from .process import process_advantages, released_advantages, released_rewards
 from .token_align import blank_line_spans, clause_token_values, released_step_anchors, spans_to_token_values
+
 
 @dataclasses.dataclass(frozen=True)
 class DecodedCompletion:

@@ -12,7 +12,7 @@ Offsets must index the generated text itself: tokenise the response alone, or su
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

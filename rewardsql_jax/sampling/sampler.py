@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
-
 from jax.sharding import NamedSharding, PartitionSpec
 
 from ..distributed import fetch, spans_processes, to_global

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ class Node:
 
     action: Hashable = None
     prior: float = 1.0
-    parent: "Node | None" = None
+    parent: Node | None = None
     state: Any = None
     materialised: bool = False
     depth: int = 0

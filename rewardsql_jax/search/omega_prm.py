@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 from .mcts import puct_exploration
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from .clauses import Clause, SplitSQL, split_sql
 from .diff import diff_types

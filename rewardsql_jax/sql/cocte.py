@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp

@@ -19,8 +19,20 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .cocte_ast import (aliased, col_key, column, fresh_alias, ident, is_star_from_step, keep_output_name,
-                        main_table, out_name, outer_nodes, qualify, rewrite_columns)
+from .cocte_ast import (
+    aliased,
+    col_key,
+    column,
+    fresh_alias,
+    ident,
+    is_star_from_step,
+    keep_output_name,
+    main_table,
+    out_name,
+    outer_nodes,
+    qualify,
+    rewrite_columns,
+)
 
 _ROWID = {"rowid", "oid", "_rowid_"}
 

@@ -12,7 +12,7 @@ tree *structure*: two CoCTEs that differ only in table/column names or constants
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import sqlglot

@@ -96,7 +96,7 @@ _SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_maste
 class _SandboxConnection(sqlite3.Connection):
     """A connection that carries its sandbox guard (plain ``sqlite3.Connection`` takes no attributes)."""
 
-    guard: "_Guard"
+    guard: _Guard
 
 
 class _Guard:

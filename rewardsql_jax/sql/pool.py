@@ -257,7 +257,7 @@ class ExecutorPool:
             w.kill()
         self._workers = []
 
-    def __enter__(self) -> "ExecutorPool":
+    def __enter__(self) -> ExecutorPool:
         return self
 
     def __exit__(self, *exc) -> None:

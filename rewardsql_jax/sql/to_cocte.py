@@ -30,15 +30,26 @@ Measured on Spider / BIRD gold SQL: benchmarks/cocte_conversion.py, figures in b
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from .cocte import _parse_single
-from .cocte_ast import (Namer, ident, is_aggregate, is_correlated, is_star_from_step, keep_output_name,
-                        outer_nodes, qualify, resolve_alias_refs, rewrite_columns, star_from)
+from .cocte_ast import (
+    Namer,
+    ident,
+    is_aggregate,
+    is_correlated,
+    is_star_from_step,
+    keep_output_name,
+    outer_nodes,
+    qualify,
+    resolve_alias_refs,
+    rewrite_columns,
+    star_from,
+)
 from .cocte_steps import StepBuilder, Unsupported
 
 _D = "sqlite"

@@ -19,7 +19,6 @@ from rewardsql_jax.data import format_prompt, load_tokenizer
 from rewardsql_jax.data.prompts import cocte_rewrite_prompt
 from rewardsql_jax.sql import dedup, results_match, split_cocte
 
-
 STATUSES = ("no_cocte", "error", "wrong_result", "verified")
 _FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)(?:```|$)", re.S)
 _WITH = re.compile(r"\bWITH\b", re.I)
@@ -106,7 +105,7 @@ def select_coctes(questions, pool, keep: float = 1.0) -> list[CoCTESelection]:
         jobs.extend((db, t) for t in texts if t is not None)
     results = pool.map(jobs, progress="cold start: verify CoCTEs") if jobs else []
     out = []
-    for (db, _, _), texts, start in zip(questions, extracted, index):
+    for texts, start in zip(extracted, index):
         gold, k, status, verified = results[start], start + 1, [], []
         for t in texts:
             if t is None:
@@ -130,7 +129,7 @@ def sample_rewrites(ctx, examples, schema_of) -> tuple[list, int]:
     """``data.cocte_rewrite_samples`` completions per example from the model at ``data.cocte_rewriter_path``
     (its own tokenizer) for ``cocte_rewrite_prompt``; plus the number of questions whose prompt did not fit
     the model (they get no samples). ``schema_of(example)`` is the example's M-Schema text."""
-    from .generation import generate_sql   # jax-side imports only when a model rewrites
+    from .generation import generate_sql  # jax-side imports only when a model rewrites
     from .policy import load_model
 
     d = ctx.config.data

@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from tqdm.auto import tqdm
 
 from rewardsql_jax.data import MSchemaOptions, load_bird, load_spider, m_schema, reward_sql_prompt
@@ -38,10 +37,12 @@ def load_benchmarks(ctx: RunContext):
     root = Path(d.root)
     if not root.exists():
         raise FileNotFoundError(f"data.root={root} does not exist; download the dataset and point data.root at it")
-    if d.source == "spider":  # splits are question files relative to root (e.g. ../spider_syn/train_spider.json)
-        load = lambda split: load_spider(root, questions=split)  # noqa: E731
-    else:
-        load = lambda split: load_bird(root, split=split)  # noqa: E731
+
+    def load(split):
+        if d.source == "spider":  # splits are question files relative to root (e.g. ../spider_syn/train_spider.json)
+            return load_spider(root, questions=split)
+        return load_bird(root, split=split)
+
     return (load(d.train_split) if d.train_split else None), load(d.eval_split)
 
 

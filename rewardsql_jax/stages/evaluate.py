@@ -16,7 +16,6 @@ from rewardsql_jax.stats import evidence_table
 from .context import RunContext
 from .inference import pick_best_of_n
 
-
 # method keys of predictions.json -> their names in ``methods`` / ``comparisons`` (EX in points, 95% intervals)
 EVIDENCE_NAMES = {"predictions": "predictions", "greedy_sft": "sft_greedy", "greedy_rl": "rl_greedy",
                   "best_of_n": "best_of_n", "self_consistency": "self_consistency"}

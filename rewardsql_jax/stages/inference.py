@@ -81,7 +81,7 @@ def read_predictions(path, records) -> list[str]:
 
 
 def run_inference(ctx: RunContext) -> dict:
-    cfg, inf = ctx.config, ctx.config.inference
+    inf = ctx.config.inference
     records = ctx.records("cold_start", "eval.jsonl")
     if inf.predictions_file:
         preds = [{"question_id": r["question_id"], "db_id": r["db_id"], "predictions": sql, "candidates": []}

@@ -31,8 +31,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from rewardsql_jax.distributed import barrier, is_primary
-from rewardsql_jax.search.omega_prm import (LabelledRollout, OmegaPRMConfig, Rollout, omega_prm_search,
-                                            run_searches, step_labels)
+from rewardsql_jax.search.omega_prm import (
+    LabelledRollout,
+    OmegaPRMConfig,
+    Rollout,
+    omega_prm_search,
+    run_searches,
+    step_labels,
+)
 from rewardsql_jax.sql import dedup, distance_matrix, results_match, split_cocte
 
 from .cold_start import write_jsonl
@@ -183,8 +189,8 @@ def _parses(text: str) -> bool:
 
 
 def _records(ctx, record, labelled, parseable, keep):
-    texts = [steps_text(l.steps) for l in labelled]
-    flags = [parseable[l.steps] if l.steps in parseable else _parses(t) for l, t in zip(labelled, texts)]
+    texts = [steps_text(r.steps) for r in labelled]
+    flags = [parseable[r.steps] if r.steps in parseable else _parses(t) for r, t in zip(labelled, texts)]
     return [{"question_id": record["question_id"], "db_path": ctx.stored_path(record["db_path"]),
              "prompt": record["prompt"],
              "response": texts[i], "step_labels": list(labelled[i].labels), "first_wrong": labelled[i].first_wrong,

@@ -71,7 +71,7 @@ class SFTBatch(_Checks):
     loss_mask: Any
     weights: Any = None
 
-    def validate(self) -> "SFTBatch":
+    def validate(self) -> SFTBatch:
         """Raise ValueError naming the first malformed field; return self."""
         self._need("input_ids", 2, "[batch, seq] int token ids")
         self._integer("input_ids")
@@ -90,7 +90,7 @@ class RSBatch(_Checks):
     loss_mask: Any
     rewards: Any
 
-    def validate(self) -> "RSBatch":
+    def validate(self) -> RSBatch:
         """Raise ValueError naming the first malformed field; return self."""
         self._need("input_ids", 2, "[batch, seq] int token ids")
         self._integer("input_ids")
@@ -119,7 +119,7 @@ class RLBatch(_Checks):
     ref_logprobs: Any = None
     token_rewards: Any = None
 
-    def validate(self) -> "RLBatch":
+    def validate(self) -> RLBatch:
         """Raise ValueError naming the first malformed field; return self."""
         self._need("input_ids", 2, "[batch, seq] int token ids")
         self._integer("input_ids")
@@ -153,7 +153,7 @@ class GroupedRLBatch(_Checks):
     ref_logprobs: Any = None
     token_rewards: Any = None
 
-    def validate(self) -> "GroupedRLBatch":
+    def validate(self) -> GroupedRLBatch:
         """Raise ValueError naming the first malformed field; return self."""
         p, _ = self._need("prompt_ids", 2, "[prompts, prompt_len] int token ids (left-padded)")
         self._integer("prompt_ids")
@@ -195,7 +195,7 @@ class PreferenceBatch(_Checks):
     ref_chosen_logps: Any = None
     ref_rejected_logps: Any = None
 
-    def validate(self) -> "PreferenceBatch":
+    def validate(self) -> PreferenceBatch:
         """Raise ValueError naming the first malformed field; return self."""
         self._need("chosen_input_ids", 2, "[batch, seq] int token ids")
         self._integer("chosen_input_ids")
@@ -224,7 +224,7 @@ class PRMBatch(_Checks):
     labels: Any
     step_mask: Any
 
-    def validate(self) -> "PRMBatch":
+    def validate(self) -> PRMBatch:
         """Raise ValueError naming the first malformed field; return self."""
         self._need("input_ids", 2, "[batch, seq] int token ids")
         self._integer("input_ids")

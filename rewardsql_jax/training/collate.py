@@ -8,7 +8,7 @@ jitted step compiles once per run. Per-token fields follow ``batch``'s token-ali
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -141,7 +141,10 @@ def grouped_rl_batch(prompts, completions, logprobs, *, group: int, prompt_lengt
     c_ids = _place(start, completions, completion_length, pad_id, np.int32)
     c_mask = _place(start, [np.ones(len(c)) for c in completions], completion_length, 0, np.int32)
     old = _place(start, logprobs, completion_length, 0.0, np.float32)
-    grouped = lambda x: x.reshape(n, group, *x.shape[1:])  # noqa: E731
+
+    def grouped(x):
+        return x.reshape(n, group, *x.shape[1:])
+
     if token_values is not None:
         bad = [i for i, (v, c) in enumerate(zip(token_values, completions)) if len(v) != len(c)]
         if bad:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numbers
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 _SKIP = ("step", "stage")
 
@@ -95,7 +95,7 @@ class ScalarLog:
             w.close()
         self._writers.clear()
 
-    def __enter__(self) -> "ScalarLog":
+    def __enter__(self) -> ScalarLog:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -93,7 +93,10 @@ def _apply(state: TrainState, graphdef, batch, loss_name, options, micro_batches
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
+
+    def keep(new, old):
+        return jnp.where(finite, new, old)
+
     rng, _ = jax.random.split(jax.random.wrap_key_data(state.rng))
     new_state = state.replace(params=jax.tree.map(keep, params, state.params),
                               opt_state=jax.tree.map(keep, opt_state, state.opt_state),

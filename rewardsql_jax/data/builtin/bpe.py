@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,7 +26,7 @@ def _single_token(tok, text: str) -> bool:
 
 
 def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int, save_dir: str | Path, *,
-                        min_frequency: int = 2) -> "PreTrainedTokenizerFast":
+                        min_frequency: int = 2) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on `texts`, save it with save_pretrained to `save_dir`, and return it.
 
     `vocab_size` counts the 256 byte symbols and the special/added tokens, so it must be larger

@@ -9,6 +9,8 @@ combined filters; challenging = two joins, nested queries, set operations.
 
 from __future__ import annotations
 
+import functools
+
 from rewardsql_jax.data.builtin.instance import DbInstance
 
 _AGGS = (("average", "AVG"), ("maximum", "MAX"), ("minimum", "MIN"), ("total", "SUM"))
@@ -215,7 +217,7 @@ def t_nested_scalar(db, rng):
 def t_union(db, rng):
     v = rng.choice(db.values("child", "cat"))
     x = _threshold(db.values("child", "num"), rng, 0.6, 0.9)
-    c = lambda k: db.col("child", k)  # noqa: E731
+    c = functools.partial(db.col, "child")
     return (f"List the {db.phrase('child', 'name')} of {db.noun('child', True)} whose {db.phrase('child', 'cat')} is {v} "
             f"or whose {db.phrase('child', 'num')} is greater than {x}.",
             f"SELECT {c('name')} FROM {db.table('child')} WHERE {c('cat')} = {_lit(v)} UNION "
@@ -225,7 +227,7 @@ def t_union(db, rng):
 def t_intersect(db, rng):
     a = _threshold(db.values("child", "num"), rng, 0.5, 0.8)
     b = _threshold(db.values("child", "num"), rng, 0.2, 0.5)
-    c = lambda k: db.col("child", k)  # noqa: E731
+    c = functools.partial(db.col, "child")
     return (f"Which {db.phrase('child', 'cat')} values have both {_a(db.noun('child'))} with {db.phrase('child', 'num')} "
             f"greater than {a} and {_a(db.noun('child'))} with {db.phrase('child', 'num')} less than {b}?",
             f"SELECT {c('cat')} FROM {db.table('child')} WHERE {c('num')} > {a} INTERSECT "
