@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 from rewardsql_jax.models.config import ModelConfig
+from rewardsql_jax.models.fresh import fresh_config
 from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.rl.rollouts import sampler_prompts
 
@@ -26,8 +27,6 @@ def model_config_of(run_config) -> ModelConfig:
                 return preset_config(preset, dtype=m.dtype)
         raise FileNotFoundError(f"model.path={m.path} has no config.json here and matches no preset {list(PRESETS)}; "
                                 f"copy its config.json to this machine to plan it")
-    from rewardsql_jax.models.fresh import fresh_config
-
     return fresh_config(m, m.vocab_size)
 
 
