@@ -4,7 +4,8 @@ An EX on n questions moves by 100/n points per question, so a table of methods i
 intervals. ``ex_interval`` resamples the questions (with replacement) and reads the 2.5% / 97.5% quantiles of the
 resampled EX; ``paired_difference`` resamples the *same* questions for both methods, so what two methods have in
 common (easy and impossible questions) cancels and the interval is that of the difference itself (Efron &
-Tibshirani 1993, ch. 13; the paired bootstrap of Koehn 2004 for MT). EX values are in points (0-100).
+Tibshirani 1993, ch. 13; the paired bootstrap of Koehn 2004 for MT). EX values are in points (0-100);
+``mean_interval`` / ``paired_mean_difference`` do the same for any per-question quantity in its own unit (calls).
 """
 from __future__ import annotations
 
@@ -19,24 +20,48 @@ def _resampled_means(values: np.ndarray, seed: int, resamples: int) -> np.ndarra
     return values[idx].mean(axis=1)
 
 
-def ex_interval(correct, *, seed: int = 0, resamples: int = RESAMPLES, level: float = 0.95) -> dict:
-    """``{"ex": points, "ci95": [lo, hi]}`` of per-question verdicts ``correct`` (bool / 0-1)."""
-    x = np.asarray(correct, np.float64)
+def _values(values, what: str) -> np.ndarray:
+    x = np.asarray(values, np.float64)
     if x.ndim != 1 or not len(x):
-        raise ValueError(f"need a non-empty 1-D array of per-question verdicts, got shape {x.shape}")
+        raise ValueError(f"need a non-empty 1-D array of {what}, got shape {x.shape}")
+    return x
+
+
+def _bounds(x: np.ndarray, seed: int, resamples: int, level: float) -> tuple[float, float]:
     q = (1 - level) / 2
     lo, hi = np.quantile(_resampled_means(x, seed, resamples), [q, 1 - q])
-    return {"ex": 100 * float(x.mean()), "ci95": [100 * float(lo), 100 * float(hi)]}
+    return float(lo), float(hi)
+
+
+def mean_interval(values, *, seed: int = 0, resamples: int = RESAMPLES, level: float = 0.95) -> dict:
+    """``{"mean", "ci95": [lo, hi]}`` of any per-question quantity in its own unit (e.g. action calls per
+    question), by the same percentile bootstrap over questions as ``ex_interval``."""
+    x = _values(values, "per-question values")
+    lo, hi = _bounds(x, seed, resamples, level)
+    return {"mean": float(x.mean()), "ci95": [lo, hi]}
+
+
+def paired_mean_difference(method, baseline, *, seed: int = 0, resamples: int = RESAMPLES,
+                           level: float = 0.95) -> dict:
+    """``{"delta", "ci95": [lo, hi]}``: mean(method) - mean(baseline) of a per-question quantity in its own unit,
+    on the same questions (paired bootstrap, as ``paired_difference``)."""
+    a, b = np.asarray(method, np.float64), np.asarray(baseline, np.float64)
+    if a.shape != b.shape or a.ndim != 1 or not len(a):
+        raise ValueError(f"paired verdicts need the same questions: shapes {a.shape} and {b.shape}")
+    lo, hi = _bounds(a - b, seed, resamples, level)
+    return {"delta": float((a - b).mean()), "ci95": [lo, hi]}
+
+
+def ex_interval(correct, *, seed: int = 0, resamples: int = RESAMPLES, level: float = 0.95) -> dict:
+    """``{"ex": points, "ci95": [lo, hi]}`` of per-question verdicts ``correct`` (bool / 0-1)."""
+    r = mean_interval(_values(correct, "per-question verdicts"), seed=seed, resamples=resamples, level=level)
+    return {"ex": 100 * r["mean"], "ci95": [100 * r["ci95"][0], 100 * r["ci95"][1]]}
 
 
 def paired_difference(method, baseline, *, seed: int = 0, resamples: int = RESAMPLES, level: float = 0.95) -> dict:
     """``{"delta": points, "ci95": [lo, hi]}``: EX(method) - EX(baseline) on the same questions, paired bootstrap."""
-    a, b = np.asarray(method, np.float64), np.asarray(baseline, np.float64)
-    if a.shape != b.shape or a.ndim != 1 or not len(a):
-        raise ValueError(f"paired verdicts need the same questions: shapes {a.shape} and {b.shape}")
-    q = (1 - level) / 2
-    lo, hi = np.quantile(_resampled_means(a - b, seed, resamples), [q, 1 - q])
-    return {"delta": 100 * float((a - b).mean()), "ci95": [100 * float(lo), 100 * float(hi)]}
+    r = paired_mean_difference(method, baseline, seed=seed, resamples=resamples, level=level)
+    return {"delta": 100 * r["delta"], "ci95": [100 * r["ci95"][0], 100 * r["ci95"][1]]}
 
 
 def evidence_table(verdicts: dict, comparisons, *, seed: int = 0) -> dict:

@@ -2,7 +2,13 @@
 import numpy as np
 import pytest
 
-from rewardsql_jax.stats import evidence_table, ex_interval, paired_difference
+from rewardsql_jax.stats import (
+    evidence_table,
+    ex_interval,
+    mean_interval,
+    paired_difference,
+    paired_mean_difference,
+)
 
 
 def test_ex_interval_covers_the_mean_and_shrinks_with_more_questions():
@@ -36,3 +42,17 @@ def test_evidence_table_shape():
     assert set(t["methods"]) == {"sft_greedy", "rl_greedy"} and t["methods"]["rl_greedy"]["ex"] == 75.0
     assert t["comparisons"] == [{"method": "rl_greedy", "baseline": "sft_greedy", "delta": 25.0,
                                  "ci95": t["comparisons"][0]["ci95"]}]
+
+
+def test_mean_interval_and_paired_mean_difference_keep_the_unit():
+    rng = np.random.default_rng(2)
+    calls = rng.integers(1, 7, 300).astype(float)  # e.g. action calls per question
+    r = mean_interval(calls)
+    assert r["mean"] == pytest.approx(calls.mean()) and r["ci95"][0] < r["mean"] < r["ci95"][1] < 7
+    assert mean_interval([3.0] * 20) == {"mean": 3.0, "ci95": [3.0, 3.0]}
+    fewer = calls - (rng.random(300) < 0.5)  # about half a call fewer on the same questions
+    d = paired_mean_difference(fewer, calls)
+    assert d["delta"] == pytest.approx((fewer - calls).mean()) and d["ci95"][1] < 0
+    assert ex_interval([1, 0, 1, 1])["ex"] == 100 * mean_interval([1, 0, 1, 1])["mean"]
+    with pytest.raises(ValueError, match="same questions"):
+        paired_mean_difference(calls[:5], calls)

@@ -35,7 +35,7 @@ from .batching import CallBatcher
 from .curation import curate_question
 from .data import add_value_typos, heldout_split
 from .env import Completion, Env
-from .evaluate import initial_state, run_fixed_workflow, run_policy_episodes, summarize
+from .evaluate import evidence, initial_state, run_fixed_workflow, run_policy_episodes, summarize
 from .format import format_results, format_step
 from .grpo import curriculum, train_grpo
 from .lm import ModelServer, action_handler
@@ -187,7 +187,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
     results = {
         "benchmark": (f"built-in benchmark, {'held-out questions of the training databases' if d.eval_on == 'heldout_questions' else 'test databases'}"
                       f", value typo rate {d.value_typo_rate}"),
-        "evaluations": evaluations, "figure": str(figure) if figure else None,
+        "evaluations": evaluations, **evidence(records, seed=cfg.seed), "figure": str(figure) if figure else None,
         "exploration": {"questions": len(searches), "mcts_success": found, "stable": solved,
                         "curated_workflows": len(curated),
                         "hard_questions": len(hard)},

@@ -30,8 +30,34 @@ def summary_lines(results: dict) -> list:
                      + " ".join(f"{100 * s['ex_by_difficulty'].get(d, 0.0):6.1f}" for d in diffs)
                      + f" {100 * s['executable']:6.1f} {s['mean_action_calls']:6.2f} {s['mean_policy_tokens']:8.1f}"
                        f" {s['mean_action_tokens']:8.1f}")
+    lines += evidence_lines(results)
     if results.get("figure"):
         lines.append(f"workflow lengths by difficulty: {results['figure']}")
+    return lines
+
+
+def _ci(lo_hi, fmt: str) -> str:
+    return "[" + ", ".join(format(v, fmt) for v in lo_hi) + "]"
+
+
+def evidence_lines(results: dict) -> list:
+    """The table of ``results["methods"]`` / ``["comparisons"]``: EX (points) and calls per question with 95%
+    bootstrap intervals, then each paired difference (same questions) with its interval."""
+    methods, comps = results.get("methods") or {}, results.get("comparisons") or []
+    if not methods:
+        return []
+    lines = ["", f"{'method':<18} {'EX %':>6} {'95% CI':>14} {'calls/q':>8} {'95% CI':>14}"]
+    for m in [m for m in METHOD_LABELS if m in methods]:
+        e = methods[m]
+        lines.append(f"{METHOD_LABELS[m]:<18} {e['ex']:6.1f} {_ci(e['ci95'], '.1f'):>14} {e['calls']:8.2f} "
+                     f"{_ci(e['calls_ci95'], '.2f'):>14}")
+    if comps:
+        lines += ["", "paired differences on the same questions (EX in points, calls per question; 95% CI):",
+                  f"{'method - baseline':<36} {'dEX':>6} {'95% CI':>14} {'dcalls':>7} {'95% CI':>14}"]
+        for c in comps:
+            name = f"{METHOD_LABELS.get(c['method'], c['method'])} - {METHOD_LABELS.get(c['baseline'], c['baseline'])}"
+            lines.append(f"{name:<36} {c['delta']:+6.1f} {_ci(c['ci95'], '+.1f'):>14} {c['calls_delta']:+7.2f} "
+                         f"{_ci(c['calls_ci95'], '+.2f'):>14}")
     return lines
 
 

@@ -28,10 +28,19 @@ def test_conductor_smoke_pipeline(tmp_path):
     assert results["exploration"]["questions"] == cfg.data.max_explore_questions
     run = Path(cfg.run_dir)
     assert (run / "workflow_lengths.png").stat().st_size > 1000
-    assert json.loads((run / "results.json").read_text())["evaluations"]["sft_policy"]["questions"] == n
+    saved = json.loads((run / "results.json").read_text())
+    assert saved["evaluations"]["sft_policy"]["questions"] == n
+    assert set(saved["methods"]) == set(ev)
+    for m, e in saved["methods"].items():  # EX in points with its interval, calls per question with its interval
+        assert e["ex"] == pytest.approx(100 * ev[m]["ex"]) and e["ci95"][0] <= e["ex"] <= e["ci95"][1]
+        assert e["calls"] == pytest.approx(ev[m]["mean_action_calls"])
+    assert {(c["method"], c["baseline"]) for c in saved["comparisons"]} == {
+        (m, b) for b in ("fixed_workflow", "sft_policy") for m in ("untrained_policy", "sft_policy", "sft_rl_policy")
+        if m != b}
     assert (run / "action_model" / "config.json").exists() and (run / "policy_sft_rl" / "config.json").exists()
     assert list((run / "tensorboard" / "action_sft").glob("events.out.tfevents.*"))
     episodes = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
     assert len(episodes) == 4 * n
     lines = summary_lines(results)
     assert any(line.startswith("fixed workflow") for line in lines) and any("SFT+RL" in line for line in lines)
+    assert any(line.startswith("SFT+RL policy - fixed workflow") for line in lines)
