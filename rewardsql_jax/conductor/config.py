@@ -17,6 +17,7 @@ from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, requ
 
 from .actions import ACTIONS
 from .curriculum_grpo import NAME as GRPO_ALGORITHM
+from .data import EVAL_SPLITS
 from .rewards import RewardConfig
 from .search import ExploreConfig
 
@@ -40,8 +41,9 @@ class ConductorData:
 
     def __post_init__(self):
         require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
-        if self.eval_on not in ("heldout_questions", "test_dbs"):
-            raise ValueError(f"data.eval_on={self.eval_on!r}; choose 'heldout_questions' or 'test_dbs'")
+        if self.eval_on not in EVAL_SPLITS:
+            raise ValueError(f"data.eval_on={self.eval_on!r}; choose one of {', '.join(EVAL_SPLITS)} (held-out "
+                             f"questions of the training databases, or the benchmark's unseen test databases)")
         if self.heldout_every < 2:
             raise ValueError(f"data.heldout_every must be >= 2, got {self.heldout_every}")
         if not 0.0 <= self.value_typo_rate <= 1.0:

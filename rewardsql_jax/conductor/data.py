@@ -4,6 +4,9 @@ The built-in questions quote stored values exactly. ``add_value_typos`` rewrites
 questions so that a quoted string value is misspelt (e.g. "Brazil" -> "Brasil"), the surface-form mismatch
 of the paper's Figure 9 case study; the gold SQL keeps the stored value, so answering needs relevant-value
 retrieval (or luck). Typos are seeded per question id and applied to train and test alike.
+
+``evaluation_split`` picks the evaluation questions (``data.eval_on``): held-out questions of the training
+databases, or the benchmark's unseen test databases.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import re
 
 from rewardsql_jax.data.examples import Example
 
+EVAL_SPLITS = ("heldout_questions", "test_dbs")
 _LITERAL = re.compile(r"'((?:[^']|'')*)'")
 _VOWELS = "aeiou"
 
@@ -68,4 +72,26 @@ def heldout_split(examples, every: int) -> tuple[list, list]:
         k = seen.get(ex.db_id, 0)
         seen[ex.db_id] = k + 1
         (held if k % every == every - 1 else train).append(ex)
+    return train, held
+
+
+def evaluation_split(train_examples, test_examples, *, eval_on: str, heldout_every: int, max_eval_questions: int,
+                     value_typo_rate: float, seed: int) -> tuple[list, list]:
+    """(training questions, evaluation questions), both with value typos (``add_value_typos``).
+
+    ``eval_on="heldout_questions"``: every ``heldout_every``-th question of each training database is held out
+    (unseen questions and values, seen schemas) and the rest train. ``"test_dbs"``: every training question
+    trains and the evaluation runs on the benchmark's test databases (schemas never seen in training). At most
+    ``max_eval_questions`` (0 = all), evenly spaced so that every database stays in.
+    """
+    if eval_on not in EVAL_SPLITS:
+        raise ValueError(f"data.eval_on={eval_on!r}; choose one of {', '.join(EVAL_SPLITS)}")
+    train = list(add_value_typos(train_examples, value_typo_rate, seed))
+    if eval_on == "heldout_questions":
+        train, held = heldout_split(train, heldout_every)
+    else:
+        held = list(add_value_typos(test_examples, value_typo_rate, seed))
+    if max_eval_questions and len(held) > max_eval_questions:
+        stride = len(held) / max_eval_questions
+        held = [held[int(i * stride)] for i in range(max_eval_questions)]
     return train, held

@@ -33,7 +33,7 @@ from rewardsql_jax.training.metrics_log import ScalarLog
 from .action_data import action_examples
 from .batching import CallBatcher
 from .curation import curate_question
-from .data import add_value_typos, heldout_split
+from .data import evaluation_split
 from .env import Completion, Env
 from .evaluate import evidence, initial_state, run_fixed_workflow, run_policy_episodes, summarize
 from .format import format_results, format_step
@@ -83,14 +83,9 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
     d = cfg.data
     train, test = make_builtin_benchmark(run_dir / "data", seed=cfg.seed, n_train_dbs=d.n_train_dbs,
                                          n_test_dbs=d.n_test_dbs, questions_per_db=d.questions_per_db)
-    train_ex = list(add_value_typos(train.examples, d.value_typo_rate, cfg.seed))
-    if d.eval_on == "heldout_questions":
-        train_ex, test_ex = heldout_split(train_ex, d.heldout_every)
-    else:
-        test_ex = list(add_value_typos(test.examples, d.value_typo_rate, cfg.seed))
-    if d.max_eval_questions and len(test_ex) > d.max_eval_questions:  # evenly spaced: every database stays in
-        stride = len(test_ex) / d.max_eval_questions
-        test_ex = [test_ex[int(i * stride)] for i in range(d.max_eval_questions)]
+    train_ex, test_ex = evaluation_split(train.examples, test.examples, eval_on=d.eval_on,
+                                         heldout_every=d.heldout_every, max_eval_questions=d.max_eval_questions,
+                                         value_typo_rate=d.value_typo_rate, seed=cfg.seed)
     explore_ex = train_ex[:d.max_explore_questions] if d.max_explore_questions else train_ex
     env = Env(complete=_unbound)
     timings = {}
@@ -187,6 +182,8 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
     results = {
         "benchmark": (f"built-in benchmark, {'held-out questions of the training databases' if d.eval_on == 'heldout_questions' else 'test databases'}"
                       f", value typo rate {d.value_typo_rate}"),
+        "eval_on": d.eval_on, "eval_databases": sorted({ex.db_id for ex in test_ex}),
+        "train_databases": sorted({ex.db_id for ex in train_ex}),
         "evaluations": evaluations, **evidence(records, seed=cfg.seed), "figure": str(figure) if figure else None,
         "exploration": {"questions": len(searches), "mcts_success": found, "stable": solved,
                         "curated_workflows": len(curated),

@@ -1,6 +1,10 @@
 import random
 
-from rewardsql_jax.conductor.data import add_value_typos, misspell
+import pytest
+
+from rewardsql_jax.conductor.data import add_value_typos, evaluation_split, misspell
+from rewardsql_jax.config import apply_overrides, load_config
+from rewardsql_jax.data.builtin import make_builtin_benchmark
 from rewardsql_jax.data.examples import Example
 
 
@@ -34,3 +38,26 @@ def test_heldout_split_per_database():
     train, held = heldout_split(exs, 3)
     assert [e.question_id for e in held] == [2, 5, 8]  # every 3rd question of each database
     assert len(train) + len(held) == 10 and not {e.question_id for e in train} & {e.question_id for e in held}
+
+
+def test_evaluation_split_heldout_questions_or_unseen_test_databases(tmp_path):
+    train, test = make_builtin_benchmark(tmp_path, seed=0, n_train_dbs=2, n_test_dbs=2, questions_per_db=8)
+    opts = dict(heldout_every=4, max_eval_questions=0, value_typo_rate=0.5, seed=0)
+    tr, ev = evaluation_split(train.examples, test.examples, eval_on="heldout_questions", **opts)
+    assert len(ev) == 4 and len(tr) == 12  # 2 of 8 questions per training database
+    assert {e.db_id for e in ev} == {e.db_id for e in tr} == {e.db_id for e in train.examples}
+    assert not {e.question_id for e in ev} & {e.question_id for e in tr}
+    tr, ev = evaluation_split(train.examples, test.examples, eval_on="test_dbs", **opts)
+    assert len(tr) == 16 and len(ev) == 16  # every training question trains; every test question evaluates
+    assert {e.db_id for e in ev} == {e.db_id for e in test.examples} and not {e.db_id for e in ev} & {e.db_id for e in tr}
+    _, few = evaluation_split(train.examples, test.examples, eval_on="test_dbs", **{**opts, "max_eval_questions": 6})
+    assert len(few) == 6 and {e.db_id for e in few} == {e.db_id for e in test.examples}  # evenly spaced
+    with pytest.raises(ValueError, match="data.eval_on='dev'; choose one of heldout_questions, test_dbs"):
+        evaluation_split(train.examples, test.examples, eval_on="dev", **opts)
+
+
+def test_eval_on_override_and_its_error():
+    cfg = apply_overrides(load_config("configs/conductor_smoke.py"), ["data.eval_on=test_dbs"])
+    assert cfg.data.eval_on == "test_dbs"
+    with pytest.raises(ValueError, match="data.eval_on='dev_dbs'; choose one of heldout_questions, test_dbs"):
+        apply_overrides(cfg, ["data.eval_on=dev_dbs"])
