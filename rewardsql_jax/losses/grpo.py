@@ -5,19 +5,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rewardsql_jax.rewards.kl import KL_ESTIMATORS, kl_estimate
+
 from .aggregation import AGG_MODES, aggregate, masked_mean
-from .kl import KL_ESTIMATORS, kl_estimate
 from .registry import register
 from .shapes import check_choice, check_rank, check_same_shape
 
 
-def _f32(x):
+def at_least_float32(x):
+    """``x`` as an array of at least float32 precision (float64 stays float64): what the losses compute in."""
     return jnp.asarray(x).astype(jnp.promote_types(jnp.asarray(x).dtype, jnp.float32))
 
 
 def per_token_advantages(advantages, shape):
     """Broadcast per-sequence advantages [B] to [B, T]; per-token [B, T] pass through (process/clause rewards)."""
-    advantages = _f32(advantages)
+    advantages = at_least_float32(advantages)
     if advantages.ndim == 1:
         if advantages.shape[0] != shape[0]:
             raise ValueError(f"advantages has shape {advantages.shape}; expected [{shape[0]}] or {list(shape)}.")
@@ -85,24 +87,24 @@ def grpo(logprobs, old_logprobs, advantages, mask, *, ref_logprobs=None, clip_ep
     if beta != 0.0 and ref_logprobs is None:
         raise ValueError("beta != 0 needs ref_logprobs (the reference policy's per-token log-probs); "
                          "pass them or set beta=0.0.")
-    logprobs = _f32(logprobs)
+    logprobs = at_least_float32(logprobs)
     # old and ref log-probs are constants of the objective (TRL computes them under no_grad)
-    old = jax.lax.stop_gradient(logprobs if old_logprobs is None else _f32(old_logprobs))
+    old = jax.lax.stop_gradient(logprobs if old_logprobs is None else at_least_float32(old_logprobs))
     adv = per_token_advantages(advantages, logprobs.shape)
-    mask = _f32(mask)
+    mask = at_least_float32(mask)
     eps_low = clip_eps
     eps_high = clip_eps if clip_eps_high is None else clip_eps_high
 
     per_token, ratio = clipped_surrogate(logprobs, old, adv, eps_low, eps_high)
     metrics = clip_metrics(ratio, adv, mask, eps_low, eps_high)
     if ref_logprobs is not None:
-        per_token_kl = kl_estimate(logprobs, jax.lax.stop_gradient(_f32(ref_logprobs)), kl, clamp=kl_clamp,
+        per_token_kl = kl_estimate(logprobs, jax.lax.stop_gradient(at_least_float32(ref_logprobs)), kl, clamp=kl_clamp,
                                    log_ratio_clamp=kl_log_ratio_clamp)
         if beta != 0.0:
             per_token = per_token + beta * per_token_kl
         metrics["kl"] = masked_mean(per_token_kl, mask)
     if entropy is not None:
-        entropy = _f32(entropy)
+        entropy = at_least_float32(entropy)
         if entropy_coef != 0.0:
             per_token = per_token - entropy_coef * entropy
         metrics["entropy"] = masked_mean(entropy, mask)

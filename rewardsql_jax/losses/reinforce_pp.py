@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
 from .aggregation import AGG_MODES, aggregate, masked_mean
-from .grpo import _f32, clip_metrics, clipped_surrogate
+from .grpo import at_least_float32, clip_metrics, clipped_surrogate
 from .registry import register
 from .shapes import check_choice, check_rank, check_same_shape
 
@@ -37,10 +37,10 @@ def reinforce_pp(logprobs, old_logprobs, token_rewards, mask, *, ref_logprobs=No
     check_choice("agg", agg, AGG_MODES)
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1.0 (verl's clip_ratio_c, e.g. 3.0), got {dual_clip}.")
-    logprobs = _f32(logprobs)
-    old = jax.lax.stop_gradient(logprobs if old_logprobs is None else _f32(old_logprobs))
-    mask = _f32(mask)
-    ref = None if ref_logprobs is None else jax.lax.stop_gradient(_f32(ref_logprobs))
+    logprobs = at_least_float32(logprobs)
+    old = jax.lax.stop_gradient(logprobs if old_logprobs is None else at_least_float32(old_logprobs))
+    mask = at_least_float32(mask)
+    ref = None if ref_logprobs is None else jax.lax.stop_gradient(at_least_float32(ref_logprobs))
     rr = reinforce_pp_returns(token_rewards, mask, gamma=gamma, old_logprobs=old, ref_logprobs=ref,
                               kl_coef=kl_coef, kl=kl, whiten=whiten)
     adv = jax.lax.stop_gradient(rr.advantages)

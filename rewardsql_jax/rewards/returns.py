@@ -13,6 +13,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from .kl import kl_estimate
+
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +48,6 @@ def kl_penalized_rewards(token_rewards, old_logprobs, ref_logprobs, mask, kl_coe
 
     The KL is taken between the sampling policy's log-probs and the reference (a constant per rollout).
     """
-    from rewardsql_jax.losses.kl import kl_estimate  # local import: losses.reinforce_pp imports this module
 
     mask = jnp.asarray(mask, jnp.float32)
     kl = kl_estimate(jnp.asarray(old_logprobs, jnp.float32), jnp.asarray(ref_logprobs, jnp.float32), kind)
