@@ -21,8 +21,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from rewardsql_jax.models.config import ModelConfig, resolve_dtype
 from rewardsql_jax.models.registry import build_model
 from rewardsql_jax.models.sharding import activation_sharding, logical_to_spec, make_mesh, param_shardings
+from rewardsql_jax.sampling import sampler
 from rewardsql_jax.sampling.inputs import GEN_ROUND, bucket_length
-from rewardsql_jax.sampling.sampler import _StaticOptions, _decode, _prefill
 from rewardsql_jax.training.batch import GroupedRLBatch, RLBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.sharding import batch_shardings, state_shardings
@@ -44,11 +44,13 @@ def shard_bytes(tree, shardings) -> int:
     return total
 
 
-def _abstract(tree, shardings):
+def abstract_like(tree, shardings):
+    """``tree`` as ``jax.ShapeDtypeStruct`` leaves with ``shardings`` (the inputs a step is lowered for)."""
     return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
 
 
-def _stats(name: str, lowered) -> CompiledStats:
+def compiled_stats(name: str, lowered) -> CompiledStats:
+    """Compile ``lowered``: (its memory / FLOP numbers as ``CompiledStats`` named ``name``, the compiled object)."""
     t0 = time.perf_counter()
     compiled = lowered.compile()
     seconds = time.perf_counter() - t0
@@ -131,7 +133,7 @@ def _batch_arrays(make, rows, seq, group, response):
 def _rl_batch(rows: int, seq: int, mesh, group: int = 1, response: int = 0):
     """Abstract GRPO batch (per-token advantages, sampler log-probs; reference log-probs from the state)."""
     batch = _batch_arrays(jax.ShapeDtypeStruct, rows, seq, group, response)
-    return _abstract(batch, batch_shardings(batch, mesh))
+    return abstract_like(batch, batch_shardings(batch, mesh))
 
 
 def _train_stats(cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, compute_dtype, optimizer, reference,
@@ -144,8 +146,8 @@ def _train_stats(cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, com
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
     step.validate(_batch_arrays(lambda shape, d: np.broadcast_to(np.ones((), d), shape), rows, seq, group, response))
     batch = _rl_batch(rows, seq, mesh, group, response)
-    lowered = step._build(state, batch).lower(_abstract(state, shardings), batch)
-    stats, _ = _stats("train step", lowered)
+    lowered = step._build(state, batch).lower(abstract_like(state, shardings), batch)
+    stats, _ = compiled_stats("train step", lowered)
     params = shard_bytes(state.params, shardings.params)
     ref = shard_bytes(state.ref_params, shardings.ref_params) if reference else 0
     opt = shard_bytes(state.opt_state, shardings.opt_state)
@@ -155,9 +157,9 @@ def _train_stats(cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, com
 def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len, samples):
     model = nnx.eval_shape(lambda: build_model(cfg))
     graphdef, state = nnx.split(model)
-    state = _abstract(state, param_shardings(state, mesh))
+    state = abstract_like(state, param_shardings(state, mesh))
     width, capacity = bucket_length(prompt_len), -(-response_len // GEN_ROUND) * GEN_ROUND
-    opts = _StaticOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + capacity, gen_capacity=capacity,
+    opts = sampler.SamplerOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + capacity, gen_capacity=capacity,
                           num_samples=samples)
     rows = rows // samples  # the prefill takes each prompt once
     tokens = activation_sharding(("batch", "seq"), mesh, shape=(rows, width))
@@ -168,18 +170,18 @@ def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len, samples):
 
     key = jax.eval_shape(lambda: jax.random.key(0))
     scalars = (sds((), jnp.float32), sds((), jnp.float32), sds((4,), jnp.int32), sds((), jnp.int32))
-    lowered = _prefill.lower(graphdef, state, sds((rows, width), jnp.int32, tokens),
-                             sds((rows, width), jnp.bool_, tokens),
-                             sds((rows,), jnp.int32, activation_sharding(("batch",), mesh, shape=(rows,))),
-                             sds(key.shape, key.dtype), *scalars, opts=opts)
-    prefill, compiled = _stats("sampler prefill", lowered)
+    lowered = sampler.prefill.lower(graphdef, state, sds((rows, width), jnp.int32, tokens),
+                                    sds((rows, width), jnp.bool_, tokens),
+                                    sds((rows,), jnp.int32, activation_sharding(("batch",), mesh, shape=(rows,))),
+                                    sds(key.shape, key.dtype), *scalars, opts=opts)
+    prefill, compiled = compiled_stats("sampler prefill", lowered)
     # The decode loop takes the cache exactly as the compiled prefill lays it out.
     st = jax.tree.map(lambda i, s: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=s), lowered.out_info,
                       compiled.output_shardings)
     kv_compiled = sum(math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
                       for x in jax.tree.leaves((st.prompt_cache, st.cache)))
-    decode, _ = _stats("sampler decode loop", _decode.lower(graphdef, state, st, sds((), jnp.int32), *scalars,
-                                                            opts=opts))
+    decode_lowered = sampler.decode_loop.lower(graphdef, state, st, sds((), jnp.int32), *scalars, opts=opts)
+    decode, _ = compiled_stats("sampler decode loop", decode_lowered)
     return prefill, decode, kv_compiled, opts.cache_len
 
 
@@ -220,7 +222,7 @@ def lowered_train_flops(cfg, mesh, *, rows, seq, loss, loss_options, compute_dty
     state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=reference))
     step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=1, compute_dtype=compute_dtype)
     batch = _rl_batch(rows, seq, mesh, group, response)
-    cost = step._build(state, batch).lower(_abstract(state, state_shardings(state, mesh)), batch).cost_analysis()
+    cost = step._build(state, batch).lower(abstract_like(state, state_shardings(state, mesh)), batch).cost_analysis()
     if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else {}
     return float((cost or {}).get("flops", 0.0))

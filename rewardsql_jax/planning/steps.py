@@ -16,7 +16,7 @@ from rewardsql_jax.training.sharding import batch_shardings, state_shardings
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
-from .aot import _abstract, _stats
+from .aot import abstract_like, compiled_stats
 from .result import CompiledStats
 
 
@@ -34,6 +34,6 @@ def train_step_stats(model_config: ModelConfig, mesh, batch_type, fields: dict, 
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
     step.validate(batch_type(**{k: np.broadcast_to(np.zeros((), d), s) for k, (s, d) in fields.items()}))
     abstract = batch_type(**{k: jax.ShapeDtypeStruct(s, d) for k, (s, d) in fields.items()})
-    batch = _abstract(abstract, batch_shardings(abstract, mesh))
-    lowered = step._build(state, batch).lower(_abstract(state, state_shardings(state, mesh)), batch)
-    return _stats(name, lowered)[0]
+    batch = abstract_like(abstract, batch_shardings(abstract, mesh))
+    lowered = step._build(state, batch).lower(abstract_like(state, state_shardings(state, mesh)), batch)
+    return compiled_stats(name, lowered)[0]

@@ -37,7 +37,9 @@ TRACE_COUNTS: collections.Counter = collections.Counter()
 
 
 @dataclasses.dataclass(frozen=True)
-class _StaticOptions:
+class SamplerOptions:
+    """The sampler's compile-time options (a static argument of ``prefill`` / ``decode_loop``)."""
+
     greedy: bool
     top_k: int
     use_top_p: bool
@@ -63,7 +65,7 @@ class DecodeState:
     key: jax.Array
 
 
-def _draw(key, logits, temperature, top_p, opts: _StaticOptions):
+def _draw(key, logits, temperature, top_p, opts: SamplerOptions):
     return sample_tokens(key, logits, temperature=temperature, greedy=opts.greedy, top_k=opts.top_k,
                          top_p=top_p, use_top_p=opts.use_top_p)
 
@@ -73,7 +75,8 @@ def _is_eos(tokens, eos_ids):
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "opts"))
-def _prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_ids, pad_id, *, opts):
+def prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_ids, pad_id, *, opts):
+    """Jitted: the prompts' KV cache and each row's first token (``generate``'s first call; the planner lowers it)."""
     TRACE_COUNTS["prefill"] += 1
     model = nnx.merge(graphdef, state)
     n, width = ids.shape
@@ -96,7 +99,8 @@ def _prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_i
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "opts"), donate_argnames=("st",))
-def _decode(graphdef, state, st: DecodeState, max_new_tokens, temperature, top_p, eos_ids, pad_id, *, opts):
+def decode_loop(graphdef, state, st: DecodeState, max_new_tokens, temperature, top_p, eos_ids, pad_id, *, opts):
+    """Jitted: the decode loop from ``prefill``'s state until ``max_new_tokens`` or every row is done."""
     TRACE_COUNTS["decode"] += 1
     model = nnx.merge(graphdef, state)
     all_slots = jnp.ones((st.tokens.shape[0], opts.gen_capacity), bool)  # the causal rule hides unwritten ones
@@ -164,7 +168,7 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
                         max_cache_len=max_cache_len, max_positions=cfg.max_position_embeddings,
                         vocab_size=cfg.vocab_size)
     greedy = temperature == 0
-    opts = _StaticOptions(greedy=greedy, top_k=int(top_k) if not greedy else 0,
+    opts = SamplerOptions(greedy=greedy, top_k=int(top_k) if not greedy else 0,
                           use_top_p=(not greedy) and top_p < 1.0, cache_len=batch.cache_len,
                           gen_capacity=batch.gen_capacity, num_samples=num_samples)
     graphdef, state = nnx.split(model)
@@ -179,8 +183,8 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
         replicated = NamedSharding(jax.tree.leaves(state)[0].sharding.mesh, PartitionSpec())
         ids, mask, lengths, temp, p, eos_ids, pad = to_global(
             tuple(np.asarray(x) for x in (ids, mask, lengths, temp, p, eos_ids, pad)), (replicated,) * 7)
-    st = _prefill(graphdef, state, ids, mask, lengths, jax.random.key(seed), temp, p, eos_ids, pad, opts=opts)
-    st = _decode(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
+    st = prefill(graphdef, state, ids, mask, lengths, jax.random.key(seed), temp, p, eos_ids, pad, opts=opts)
+    st = decode_loop(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
     tokens, logprobs, steps = fetch((st.tokens, st.logprobs, st.step))
     out_tokens, out_logprobs, finished = _to_lists(tokens, logprobs, max_new_tokens, eos)
     return GenerationResult(tokens=out_tokens, logprobs=out_logprobs, prompt_lengths=[int(n) for n in batch.lengths for _ in range(num_samples)],

@@ -42,7 +42,8 @@ class CoCTE:
     final: str
 
 
-def _parse_single(sql: str) -> exp.Expression:
+def parse_single(sql: str) -> exp.Expression:
+    """The one SQLite statement in ``sql`` as a sqlglot tree; TypeError / ValueError with the fix otherwise."""
     if not isinstance(sql, str):
         raise TypeError(f"sql must be a str, got {type(sql).__name__}")
     if not sql.strip():
@@ -81,7 +82,7 @@ def split_cocte(sql: str) -> CoCTE:
     A query without a top-level WITH has zero steps and ``final`` = the whole (stripped) query.
     ``WITH RECURSIVE`` is accepted. Raises ValueError for empty, unparseable or multi-statement SQL.
     """
-    tree = _parse_single(sql)
+    tree = parse_single(sql)
     ctes = _top_level_ctes(tree)
     if not ctes:
         return CoCTE(steps=(), final=sql.strip())

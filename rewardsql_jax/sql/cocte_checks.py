@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .cocte import _parse_single, prefix_sql, split_cocte
+from .cocte import parse_single, prefix_sql, split_cocte
 from .execute import execute
 
 
 def needs_steps(sql: str) -> bool:
     """True when ``sql`` has a JOIN, a WHERE, a GROUP BY or a sub-query (a SELECT nested in a SELECT; the
     sides of a top-level set operation do not count): the queries a CoCTE should split into >= 2 steps."""
-    tree = _parse_single(sql)
+    tree = parse_single(sql)
     if any(tree.find_all(exp.Join, exp.Where, exp.Group)):
         return True
     return any(s is not tree and not isinstance(s.parent, exp.SetOperation) for s in tree.find_all(exp.Select))
@@ -73,8 +73,8 @@ def step_issues(sql: str, db_path=None) -> list[str]:
     on ``db_path``; only checked when ``db_path`` is given).
     """
     cocte = split_cocte(sql)
-    bodies = [_parse_single(s.body) for s in cocte.steps]
-    final = _parse_single(cocte.final)
+    bodies = [parse_single(s.body) for s in cocte.steps]
+    final = parse_single(cocte.final)
     issues = []
     for k, (step, body) in enumerate(zip(cocte.steps, bodies)):
         readers = [*bodies[k + 1:], final]

@@ -36,7 +36,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from .cocte import _parse_single
+from .cocte import parse_single
 from .cocte_ast import (
     Namer,
     ident,
@@ -271,7 +271,7 @@ def convert_to_cocte(sql: str, *, schema: Mapping[str, Iterable[str]] | None = N
     """
     if schema is not None:
         schema = {t.lower(): {c.lower() for c in cols} for t, cols in schema.items()}
-    tree = _parse_single(sql)
+    tree = parse_single(sql)
     if not isinstance(tree, exp.Query):
         raise ValueError(f"to_cocte needs a SELECT query, got a {type(tree).__name__} statement")
     try:

@@ -198,12 +198,12 @@ def test_decode_state_is_donated(tiny_model):
 
     b = pad_prompts([[1, 2, 3]], num_samples=2, pad_id=0, max_new_tokens=4, max_cache_len=None, max_positions=128,
                     vocab_size=64)
-    opts = sampler._StaticOptions(greedy=True, top_k=0, use_top_p=False, cache_len=b.cache_len,
+    opts = sampler.SamplerOptions(greedy=True, top_k=0, use_top_p=False, cache_len=b.cache_len,
                                   gen_capacity=b.gen_capacity)
     g, s = nnx.split(tiny_model)
     one, eos, pad = jnp.float32(1.0), jnp.full((4,), -1, jnp.int32), jnp.int32(0)
-    st = sampler._prefill(g, s, b.ids, b.mask, b.lengths, jax.random.key(0), one, one, eos, pad, opts=opts)
-    out = sampler._decode(g, s, st, jnp.int32(4), one, one, eos, pad, opts=opts)
+    st = sampler.prefill(g, s, b.ids, b.mask, b.lengths, jax.random.key(0), one, one, eos, pad, opts=opts)
+    out = sampler.decode_loop(g, s, st, jnp.int32(4), one, one, eos, pad, opts=opts)
     assert st.cache.k[0].is_deleted() and st.tokens.is_deleted()  # buffers reused in place, not copied
     assert int(out.step) == 4
 
