@@ -57,14 +57,13 @@ def main(argv=None) -> int:
     hbm = None if args.hbm is None else HBM_GB.get(args.hbm.lower()) or float(args.hbm)
     if args.run_config:
         from rewardsql_jax.config import apply_overrides, load_config
-        from rewardsql_jax.stages.run_config import MeshConfig
 
         from .from_run import plan_from_run_config
 
         cfg = apply_overrides(load_config(args.run_config), args.overrides)
         if args.mesh != "1,-1,1":
             d, f, t = mesh
-            cfg = dataclasses.replace(cfg, mesh=MeshConfig(d, f, t, cfg.mesh.micro_batches))
+            cfg = dataclasses.replace(cfg, mesh=dataclasses.replace(cfg.mesh, data=d, fsdp=f, tensor=t))
         plan = plan_from_run_config(cfg, devices=n, hbm_gb=hbm, compile_layers=args.compile_layers)
     else:
         from rewardsql_jax.models.config import ModelConfig
