@@ -4,14 +4,14 @@ The kernels live in the top-level ``kernels/`` folder; pyproject.toml maps it on
 (``package-dir``). This builds the wheel offline (``--no-build-isolation``, setuptools from this venv) from a copy
 of the checkout's files (so the checkout gets no ``build/`` folder and stale build output cannot leak in), checks
 its file list, installs it into a fresh venv and, from a directory outside the checkout, runs one interpret-mode
-flash-attention call from the installed copy against the reference.
+flash-attention call from the installed copy against the reference (scripts/check_wheel.py, which CI also runs
+after a plain ``pip install .`` into a fresh venv).
 """
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -19,33 +19,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-CHECK = textwrap.dedent("""
-    import importlib, sys
-    from pathlib import Path
-
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    site = Path(sys.argv[1]).resolve()
-    fa = importlib.import_module("rewardsql_jax.kernels.flash_attention")
-    ref = importlib.import_module("rewardsql_jax.kernels.reference")
-    for mod in (fa, ref, sys.modules["rewardsql_jax"], sys.modules["rewardsql_jax.kernels"]):
-        assert Path(mod.__file__).resolve().is_relative_to(site), (mod.__name__, mod.__file__)
-    assert "kernels" not in sys.modules  # never a top-level kernels module
-    from rewardsql_jax.kernels import flash_attention  # the package re-exports the function
-
-    kq, kk, kv = jax.random.split(jax.random.PRNGKey(0), 3)
-    q = jax.random.normal(kq, (2, 20, 4, 16), jnp.float32)
-    k = jax.random.normal(kk, (2, 20, 2, 16), jnp.float32)
-    v = jax.random.normal(kv, (2, 20, 2, 16), jnp.float32)
-    lengths = jnp.array([20, 11])
-    out = flash_attention(q, k, v, causal=True, kv_lengths=lengths, block_q=16, block_k=16, interpret=True)
-    want = ref.mha_reference(q, k, v, causal=True, kv_lengths=lengths)
-    np.testing.assert_allclose(np.asarray(out), np.asarray(want), atol=1e-5, rtol=1e-5)
-    print("installed kernels ok", fa.__file__)
-""")
 
 
 def _copy_checkout(dest: Path) -> None:
@@ -88,14 +61,15 @@ def _fresh_venv(tmp_path, wheel: Path):
     return python, site
 
 
-def _check_kernels(tmp_path, python: Path, expected_root: Path):
-    """From a folder outside the checkout: the modules come from ``expected_root``; one interpret-mode call."""
+def _check_kernels(tmp_path, src: Path, python: Path, expected_root: Path):
+    """From a folder outside the checkout: the modules come from ``expected_root``; one interpret-mode call
+    (scripts/check_wheel.py of the copied checkout; its own folder, scripts/, holds no package)."""
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    (outside / "check.py").write_text(CHECK)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["JAX_PLATFORMS"] = "cpu"
-    proc = _run([str(python), "check.py", str(expected_root)], cwd=outside, env=env, timeout=600)
+    proc = _run([str(python), str(src / "scripts" / "check_wheel.py"), str(expected_root)], cwd=outside, env=env,
+                timeout=600)
     assert "installed kernels ok" in proc.stdout
 
 
@@ -112,7 +86,7 @@ def test_wheel_installs_kernels_and_runs_them(tmp_path):
     init = zipfile.ZipFile(wheel).read("rewardsql_jax/kernels/__init__.py").decode()
     assert init == (ROOT / "kernels" / "__init__.py").read_text()  # not the checkout stand-in
     python, site = _fresh_venv(tmp_path, wheel)
-    _check_kernels(tmp_path, python, site)
+    _check_kernels(tmp_path, src, python, site)
 
 
 def test_editable_install_finds_kernels(tmp_path):
@@ -123,4 +97,4 @@ def test_editable_install_finds_kernels(tmp_path):
          cwd=src)
     (wheel,) = dist.glob("rewardsql_jax-*.whl")
     python, _ = _fresh_venv(tmp_path, wheel)
-    _check_kernels(tmp_path, python, src)
+    _check_kernels(tmp_path, src, python, src)
