@@ -26,7 +26,7 @@ class Preempted(RuntimeError):
     """The run stopped on a SIGTERM after writing a checkpoint; rerun the same command to resume."""
 
 
-def _on_sigterm(signum, frame):  # noqa: ARG001 (signal handler signature)
+def _on_sigterm(signum, frame):  # the signal handler signature; neither argument is needed
     _flag.set()
 
 
