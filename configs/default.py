@@ -6,8 +6,16 @@ databases of the same domains (other rows, other db_ids, the training schema nam
 ``data.rename_test_schemas=true`` makes the split harder); 120 test questions drawn across them; schemas
 without example values (prompts near 300 tokens); sampling at T=0.7 (the paper uses 1.0 with a 7B model).
 """
-from rewardsql_jax.stages.run_config import (DataConfig, InferenceConfig, ModelConfigSection, PRMConfig,
-                                             PRMLabelConfig, RLConfig, RunConfig, SFTConfig)
+from rewardsql_jax.stages.run_config import (
+    DataConfig,
+    InferenceConfig,
+    ModelConfigSection,
+    PRMConfig,
+    PRMLabelConfig,
+    RLConfig,
+    RunConfig,
+    SFTConfig,
+)
 
 CONFIG = RunConfig(
     name="default",
