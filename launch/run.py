@@ -19,16 +19,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rewardsql_jax.config import apply_overrides, load_config  # noqa: E402
-from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed, speaker  # noqa: E402
-from rewardsql_jax.planning.launch import run_plan, split_plan_overrides  # noqa: E402
-from rewardsql_jax.plugins import load_plugins, plugin_overrides  # noqa: E402
-from rewardsql_jax.stages.memory_check import WillNotFit  # noqa: E402
-from rewardsql_jax.stages.report import print_summary  # noqa: E402
-from rewardsql_jax.stages.runner import run_pipeline  # noqa: E402
-from rewardsql_jax.stages.stage_config import StageConfigChanged  # noqa: E402
-from rewardsql_jax.training.preemption import EXIT_CODE as PREEMPTED_EXIT  # noqa: E402
-from rewardsql_jax.training.preemption import Preempted  # noqa: E402
+from rewardsql_jax.config import apply_overrides, load_config
+from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed, speaker
+from rewardsql_jax.planning.launch import run_plan, split_plan_overrides
+from rewardsql_jax.plugins import load_plugins, plugin_overrides
+from rewardsql_jax.stages.memory_check import WillNotFit
+from rewardsql_jax.stages.report import print_summary
+from rewardsql_jax.stages.runner import run_pipeline
+from rewardsql_jax.stages.stage_config import StageConfigChanged
+from rewardsql_jax.training.preemption import EXIT_CODE as PREEMPTED_EXIT
+from rewardsql_jax.training.preemption import Preempted
 
 
 def main(argv=None) -> int:

@@ -25,10 +25,11 @@ Reusable pieces: ``losses.aggregate`` (the grpo/bnpo/dr_grpo/dapo/token_mean red
 and ``losses.clipped_surrogate``.
 """
 
+from rewardsql_jax.rewards.kl import KL_ESTIMATORS, kl_estimate
+
 from .aggregation import AGG_MODES, aggregate, masked_mean
 from .dpo import dpo
 from .grpo import clipped_surrogate, grpo, per_token_advantages
-from .kl import KL_ESTIMATORS, kl_estimate
 from .prm import prm, step_scores
 from .registry import FAMILIES, REDUCTIONS, LossSpec, family, get, names, register, spec
 from .reinforce_pp import reinforce_pp

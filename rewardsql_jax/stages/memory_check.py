@@ -53,7 +53,7 @@ def device_limit_bytes(device) -> int | None:
     """The allocator's limit of an accelerator (``memory_stats()["bytes_limit"]``), None when not reported."""
     try:
         stats = device.memory_stats()
-    except Exception:  # noqa: BLE001  (backends without memory stats raise various errors)
+    except Exception:  # backends without memory stats raise various errors
         return None
     return int(stats["bytes_limit"]) if stats and stats.get("bytes_limit") else None
 
