@@ -18,6 +18,7 @@ shipped, so it reports conversion and step counts, and how many converted querie
 on empty SQLite databases built from ``dev_tables.json`` wherever the gold query does (catches
 name-resolution bugs; says nothing about row equality).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,17 +83,25 @@ class Tally:
 
     def report(self, name: str, executed: bool, checked: bool) -> None:
         c, n = self.c, max(self.c["total"], 1)
-        print(f"{name}: gold queries {n}; structured (no single-CTE fallback) {c['structured']} "
-              f"({c['structured'] / n:.2%}); fallback {n - c['structured']} reasons {dict(self.fallback)}")
-        print(f"  with JOIN/WHERE/GROUP BY/sub-query: {c['ops']}; >= 2 steps {c['ops_multi']} "
-              f"({c['ops_multi'] / max(c['ops'], 1):.2%}); structured single-step reasons {dict(self.single)}")
-        print(f"  steps histogram (all) {dict(sorted(self.steps.items()))}; "
-              f"(with JOIN/WHERE/GROUP BY/sub-query) {dict(sorted(self.steps_ops.items()))}")
+        print(
+            f"{name}: gold queries {n}; structured (no single-CTE fallback) {c['structured']} "
+            f"({c['structured'] / n:.2%}); fallback {n - c['structured']} reasons {dict(self.fallback)}"
+        )
+        print(
+            f"  with JOIN/WHERE/GROUP BY/sub-query: {c['ops']}; >= 2 steps {c['ops_multi']} "
+            f"({c['ops_multi'] / max(c['ops'], 1):.2%}); structured single-step reasons {dict(self.single)}"
+        )
+        print(
+            f"  steps histogram (all) {dict(sorted(self.steps.items()))}; "
+            f"(with JOIN/WHERE/GROUP BY/sub-query) {dict(sorted(self.steps_ops.items()))}"
+        )
         if executed:
             print(f"  execute-equal {c['equal']} ({c['equal'] / n:.2%}); differs {c['differs']}, error {c['error']}")
         if checked:
-            print(f"  step checks: CoCTEs with an issue {c['with_issue']} (with JOIN/WHERE/GROUP BY/sub-query "
-                  f"{c['ops_with_issue']}); issues {dict(self.issues)}")
+            print(
+                f"  step checks: CoCTEs with an issue {c['with_issue']} (with JOIN/WHERE/GROUP BY/sub-query "
+                f"{c['ops_with_issue']}); issues {dict(self.issues)}"
+            )
 
 
 def spider_report(pairs, args) -> None:
@@ -122,7 +131,7 @@ def spider_report(pairs, args) -> None:
     print(f"split={args.split} gold queries={len(pairs)} skipped (missing DB / gold error)={skipped}")
     tally.report(f"Spider {args.split}", executed=True, checked=args.check_steps)
     print(f"  elapsed {time.perf_counter() - t0:.1f}s")
-    for status, sql, detail in tally.fails[:args.show_failures]:
+    for status, sql, detail in tally.fails[: args.show_failures]:
         print(f"--- {status}: {sql}\n{detail}\n")
 
 
@@ -141,8 +150,9 @@ def empty_bird_dbs(tmp: Path) -> tuple[dict[str, Path], dict[str, dict]]:
                 typed = [f'"{c}" {typ.upper()}' for c, typ in cols.get(ti, [])] or ["dummy TEXT"]
                 conn.execute(f'CREATE TABLE "{table}" ({", ".join(typed)})')
         dbs[t["db_id"]] = path
-        schemas[t["db_id"]] = {table: [c for c, _ in cols.get(ti, [])]
-                               for ti, table in enumerate(t["table_names_original"])}
+        schemas[t["db_id"]] = {
+            table: [c for c, _ in cols.get(ti, [])] for ti, table in enumerate(t["table_names_original"])
+        }
     return dbs, schemas
 
 
@@ -169,10 +179,13 @@ def bird_report(args) -> None:
             tally.c["with_issue"] += bool(issues)
             tally.c["ops_with_issue"] += bool(issues) and needs_steps(sql)
     shutil.rmtree(tmp)
-    tally.report(f"BIRD dev gold ({len(lines)} lines, {unparsed} do not parse)", executed=False,
-                 checked=args.check_steps)
-    print(f"  on empty schema DBs: gold runs {gold_runs}, converted also runs {both_run} "
-          f"({both_run / max(gold_runs, 1):.2%}); step checks above are on those DBs")
+    tally.report(
+        f"BIRD dev gold ({len(lines)} lines, {unparsed} do not parse)", executed=False, checked=args.check_steps
+    )
+    print(
+        f"  on empty schema DBs: gold runs {gold_runs}, converted also runs {both_run} "
+        f"({both_run / max(gold_runs, 1):.2%}); step checks above are on those DBs"
+    )
 
 
 def main() -> None:
@@ -189,7 +202,9 @@ def main() -> None:
     splits = ["dev", "train"] if args.split == "all" else [args.split]
     for split in splits:
         pairs = load(split)
-        spider_report(pairs[:args.limit] if args.limit else pairs, argparse.Namespace(**{**vars(args), "split": split}))
+        spider_report(
+            pairs[: args.limit] if args.limit else pairs, argparse.Namespace(**{**vars(args), "split": split})
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Mosaic on TPU) and the reference, with the speedup, achieved TFLOP/s (flash) or 
 kernels are checked here; the CI tests only run them in interpret mode). On CPU only the reference
 runs (Pallas has no compiled CPU lowering) and small shapes are used.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -129,7 +130,9 @@ def main():
     parser.add_argument("--small", action="store_true", help="CPU-sized shapes on any backend")
     parser.add_argument("--append-results", action="store_true", help="append the table to benchmarks/RESULTS.md")
     parser.add_argument(
-        "--interpret", action="store_true", help="smoke-run the Pallas kernels in interpret mode (small shapes; times meaningless)"
+        "--interpret",
+        action="store_true",
+        help="smoke-run the Pallas kernels in interpret mode (small shapes; times meaningless)",
     )
     args = parser.parse_args()
 

@@ -8,6 +8,7 @@ Each script runs in its own process (so each can set XLA flags before JAX starts
 exit code and wall time go under one dated heading together with the machine description (CPU model, cores,
 RAM, accelerator, jax / torch versions). A failing script is recorded and the others still run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,12 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
 ORDER = ("sampler", "train_step", "grpo_vs_trl", "sql", "sql_clause_rewards", "kernels", "cocte_conversion")
 # Scripts without a --quick flag get these arguments under --quick instead.
-QUICK_ARGS = {"sql": ["--passes", "1"], "sql_clause_rewards": ["--limit", "200"], "kernels": ["--small", "--iters", "5"],
-              "cocte_conversion": ["--limit", "200"]}
+QUICK_ARGS = {
+    "sql": ["--passes", "1"],
+    "sql_clause_rewards": ["--limit", "200"],
+    "kernels": ["--small", "--iters", "5"],
+    "cocte_conversion": ["--limit", "200"],
+}
 SKIP = {"run_all"}
 
 
@@ -59,11 +64,12 @@ def machine() -> str:
         ram = f"{kb / 2**20:.1f} GiB"
     except (OSError, StopIteration):
         pass
-    probe = ("import jax; d = jax.devices(); print(jax.__version__, jax.default_backend(), len(d), d[0].device_kind)")
+    probe = "import jax; d = jax.devices(); print(jax.__version__, jax.default_backend(), len(d), d[0].device_kind)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.split()
     jax_desc = f"jax {out[0]} ({out[1]}, {out[2]} x {' '.join(out[3:])})" if len(out) >= 4 else "jax ?"
     try:
         import torch
+
         torch_desc = f"torch {torch.__version__}"
     except ImportError:
         torch_desc = "torch not installed"
@@ -74,9 +80,13 @@ def run_one(path: Path, extra: list[str], timeout: float) -> tuple[int, float, s
     """(exit code, seconds, combined output) of one script."""
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, str(path), *extra], capture_output=True, text=True, timeout=timeout,
-                              cwd=HERE.parent)
-        code, out = proc.returncode, proc.stdout + (("\n[stderr tail]\n" + proc.stderr[-3000:]) if proc.returncode else "")
+        proc = subprocess.run(
+            [sys.executable, str(path), *extra], capture_output=True, text=True, timeout=timeout, cwd=HERE.parent
+        )
+        code, out = (
+            proc.returncode,
+            proc.stdout + (("\n[stderr tail]\n" + proc.stderr[-3000:]) if proc.returncode else ""),
+        )
     except subprocess.TimeoutExpired as e:
         code, out = -1, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         out += f"\n[timed out after {timeout:.0f} s]"

@@ -18,6 +18,7 @@ differ between the two (different random streams); both produce exactly ``new_to
 so the work is the same. There our sampler prefills each prompt once for its 8 samples, HF's
 ``num_return_sequences`` prefills every copy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,9 @@ import sys
 import time
 
 if "--single-thread" in sys.argv:  # must be set before jax initialises its CPU backend
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    )
 
 import jax
 import jax.numpy as jnp
@@ -42,10 +44,24 @@ from rewardsql_jax.models import ModelConfig, build_model
 from rewardsql_jax.models.hf_keys import hf_key_table
 from rewardsql_jax.sampling import generate
 
-SMALL = dict(vocab_size=8192, hidden_size=384, intermediate_size=1024, num_hidden_layers=6, num_attention_heads=6,
-             num_key_value_heads=2, tie_word_embeddings=True)
-QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                  num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
+SMALL = dict(
+    vocab_size=8192,
+    hidden_size=384,
+    intermediate_size=1024,
+    num_hidden_layers=6,
+    num_attention_heads=6,
+    num_key_value_heads=2,
+    tie_word_embeddings=True,
+)
+QWEN25_05B = dict(
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    tie_word_embeddings=True,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +115,15 @@ def bench(name, shape, *, batch, prompt_len, new_tokens, repeats):
 
     def hf_run(n):
         with torch.inference_mode():
-            return tm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
-                               do_sample=False, pad_token_id=0, eos_token_id=None)[:, prompt_len:].numpy()
+            return tm.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=False,
+                pad_token_id=0,
+                eos_token_id=None,
+            )[:, prompt_len:].numpy()
 
     cache = prompt_len + new_tokens  # one cache length: the 1-token and n-token runs share a compile
 
@@ -125,8 +148,18 @@ class _Times:
     cpu: tuple
 
     def row(self, name, params, match) -> Row:
-        return Row(name, params, self.hf_s, self.hf_prefill_s, self.ours_s, self.compile_s, self.prefill_s,
-                   self.step_s, match, self.cpu)
+        return Row(
+            name,
+            params,
+            self.hf_s,
+            self.hf_prefill_s,
+            self.ours_s,
+            self.compile_s,
+            self.prefill_s,
+            self.step_s,
+            match,
+            self.cpu,
+        )
 
 
 def _time_both(hf_run, ours, new_tokens, repeats) -> _Times:
@@ -144,13 +177,29 @@ def _time_both(hf_run, ours, new_tokens, repeats) -> _Times:
     first = time.perf_counter() - t0
     ours_s, res = timed(lambda: ours(new_tokens), repeats, cpu)
     prefill_s, _ = timed(lambda: ours(1), repeats, cpu)
-    return _Times(hf_s, hf_out, hf_prefill_s, ours_s, res, max(first - ours_s, 0.0), prefill_s,
-                  (ours_s - prefill_s) / (new_tokens - 1), tuple(cpu))
+    return _Times(
+        hf_s,
+        hf_out,
+        hf_prefill_s,
+        ours_s,
+        res,
+        max(first - ours_s, 0.0),
+        prefill_s,
+        (ours_s - prefill_s) / (new_tokens - 1),
+        tuple(cpu),
+    )
 
 
 NO_HF = False  # --no-hf
-GRPO_TINY = dict(vocab_size=1024, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, tie_word_embeddings=True)
+GRPO_TINY = dict(
+    vocab_size=1024,
+    hidden_size=128,
+    intermediate_size=384,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    tie_word_embeddings=True,
+)
 
 
 def bench_grpo(*, prompts=4, samples=8, new_tokens=64, repeats=2):
@@ -165,20 +214,31 @@ def bench_grpo(*, prompts=4, samples=8, new_tokens=64, repeats=2):
     ids = torch.zeros((prompts, width), dtype=torch.long)
     attn = torch.zeros_like(ids)
     for i, p in enumerate(prompt_lists):  # left padding, as HF recommends for decoder-only generation
-        ids[i, width - len(p):] = torch.tensor(p)
-        attn[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p)
+        attn[i, width - len(p) :] = 1
 
     def hf_run(n):
         with torch.inference_mode():
-            return tm.generate(input_ids=ids, attention_mask=attn, max_new_tokens=n, min_new_tokens=n, do_sample=True,
-                               temperature=1.0, top_k=0, top_p=1.0, num_return_sequences=samples, pad_token_id=0,
-                               eos_token_id=None)
+            return tm.generate(
+                input_ids=ids,
+                attention_mask=attn,
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                num_return_sequences=samples,
+                pad_token_id=0,
+                eos_token_id=None,
+            )
 
     cache = width + new_tokens
 
     def ours(n):
-        return generate(jm, prompt_lists, max_new_tokens=n, temperature=1.0, num_samples=samples,
-                        max_cache_len=cache, seed=n)
+        return generate(
+            jm, prompt_lists, max_new_tokens=n, temperature=1.0, num_samples=samples, max_cache_len=cache, seed=n
+        )
 
     t = _time_both(None if NO_HF else hf_run, ours, new_tokens, repeats)
     assert all(len(x) == new_tokens for x in t.ours_out.tokens)
@@ -216,12 +276,18 @@ def roofline(row: Row, shape, *, batch, cache_len, hbm_gbps=None):
     achieved_bw = (param_bytes + kv_bytes) / row.step_s
     print(f"\nroofline ({row.name}, one decode step, batch {batch}, cache {cache_len}):")
     print(f"  bytes read/step  {param_bytes / 1e9:.3f} GB params + {kv_bytes / 1e6:.1f} MB KV")
-    print(f"  step time        {row.step_s * 1e3:.1f} ms  -> {achieved_bw / 1e9:.2f} GB/s "
-          f"vs {bw_name} {bw / 1e9:.2f} GB/s ({100 * achieved_bw / bw:.0f}% of memory roofline)")
-    print(f"  FLOPs/step       {flops / 1e9:.2f} GFLOP -> {flops / row.step_s / 1e9:.1f} GFLOP/s "
-          f"vs numpy fp32 matmul {peak / 1e9:.1f} GFLOP/s ({100 * flops / row.step_s / peak:.0f}%)")
-    print(f"  bound            memory time {1e3 * (param_bytes + kv_bytes) / bw:.1f} ms, "
-          f"compute time {1e3 * flops / peak:.1f} ms per step")
+    print(
+        f"  step time        {row.step_s * 1e3:.1f} ms  -> {achieved_bw / 1e9:.2f} GB/s "
+        f"vs {bw_name} {bw / 1e9:.2f} GB/s ({100 * achieved_bw / bw:.0f}% of memory roofline)"
+    )
+    print(
+        f"  FLOPs/step       {flops / 1e9:.2f} GFLOP -> {flops / row.step_s / 1e9:.1f} GFLOP/s "
+        f"vs numpy fp32 matmul {peak / 1e9:.1f} GFLOP/s ({100 * flops / row.step_s / peak:.0f}%)"
+    )
+    print(
+        f"  bound            memory time {1e3 * (param_bytes + kv_bytes) / bw:.1f} ms, "
+        f"compute time {1e3 * flops / peak:.1f} ms per step"
+    )
 
 
 def main():
@@ -233,25 +299,44 @@ def main():
     ap.add_argument("--repeats", type=int, default=2, help="timed repetitions (best is reported)")
     ap.add_argument("--single-thread", action="store_true", help="one thread for torch and for XLA")
     ap.add_argument("--no-hf", action="store_true", help="time our sampler only (e.g. on an accelerator host)")
-    ap.add_argument("--hbm-gbps", type=float, default=None,
-                    help="roofline against this memory bandwidth (an accelerator's HBM peak, e.g. 4800 for an H200) "
-                         "instead of a numpy copy measured on the host")
+    ap.add_argument(
+        "--hbm-gbps",
+        type=float,
+        default=None,
+        help="roofline against this memory bandwidth (an accelerator's HBM peak, e.g. 4800 for an H200) "
+        "instead of a numpy copy measured on the host",
+    )
     ap.add_argument("--grpo", action="store_true", help="add the GRPO rollout shape (4 prompts x 8 samples, T=1)")
-    ap.add_argument("--grpo-prompts", type=int, nargs="+", default=[4],
-                    help="prompt counts of the GRPO rows (8 samples each), e.g. --grpo-prompts 4 16")
+    ap.add_argument(
+        "--grpo-prompts",
+        type=int,
+        nargs="+",
+        default=[4],
+        help="prompt counts of the GRPO rows (8 samples each), e.g. --grpo-prompts 4 16",
+    )
     args = ap.parse_args()
     global NO_HF
     NO_HF = args.no_hf
     if args.single_thread:
         torch.set_num_threads(1)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
-          f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__} ({torch.get_num_threads()} threads)")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
+        f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    )
     print(f"batch {args.batch}, prompt {args.prompt_len}, {args.new_tokens} new tokens, greedy, fp32\n")
     cases = [("qwen2-12M", SMALL)] + ([] if args.quick else [("qwen2.5-0.5B", QWEN25_05B)])
     rows = []
     for name, shape in cases:
-        rows.append(bench(name, shape, batch=args.batch, prompt_len=args.prompt_len, new_tokens=args.new_tokens,
-                          repeats=args.repeats))
+        rows.append(
+            bench(
+                name,
+                shape,
+                batch=args.batch,
+                prompt_len=args.prompt_len,
+                new_tokens=args.new_tokens,
+                repeats=args.repeats,
+            )
+        )
         print(f"done: {rows[-1][0]}", flush=True)
     rows = [(r, s, args.batch * args.new_tokens) for r, s in rows]
     for prompts in args.grpo_prompts if args.grpo else ():
@@ -259,24 +344,32 @@ def main():
         rows.append((row, shape, 8 * prompts * args.new_tokens))
         print(f"done: {row.name}", flush=True)
     print("end-to-end = prefill + all decode steps; decode = per-step time from (t[n tokens] - t[1 token]) / (n - 1)")
-    print(f"{'model':<18}{'params':>9}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}"
-          f"{'HF step ms':>12}{'ours step ms':>14}{'decode ratio':>14}"
-          f"{'HF prefill s':>14}{'ours prefill s':>16}{'compile s':>11}{'same tokens':>13}")
+    print(
+        f"{'model':<18}{'params':>9}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}"
+        f"{'HF step ms':>12}{'ours step ms':>14}{'decode ratio':>14}"
+        f"{'HF prefill s':>14}{'ours prefill s':>16}{'compile s':>11}{'same tokens':>13}"
+    )
     for row, _, n in rows:
         hf_step = (row.hf_s - row.hf_prefill_s) / (args.new_tokens - 1)
-        print(f"{row.name:<18}{row.params / 1e6:>8.1f}M{n / row.hf_s:>10.1f}{n / row.ours_s:>12.1f}"
-              f"{row.hf_s / row.ours_s:>6.2f}x{hf_step * 1e3:>12.1f}{row.step_s * 1e3:>14.1f}"
-              f"{hf_step / row.step_s:>13.2f}x{row.hf_prefill_s:>14.2f}{row.prefill_s:>16.2f}"
-              f"{row.compile_s:>11.1f}{'-' if NO_HF else 'sampled' if row.match != row.match else f'{100 * row.match:.0f}%':>13}")
+        print(
+            f"{row.name:<18}{row.params / 1e6:>8.1f}M{n / row.hf_s:>10.1f}{n / row.ours_s:>12.1f}"
+            f"{row.hf_s / row.ours_s:>6.2f}x{hf_step * 1e3:>12.1f}{row.step_s * 1e3:>14.1f}"
+            f"{hf_step / row.step_s:>13.2f}x{row.hf_prefill_s:>14.2f}{row.prefill_s:>16.2f}"
+            f"{row.compile_s:>11.1f}{'-' if NO_HF else 'sampled' if row.match != row.match else f'{100 * row.match:.0f}%':>13}"
+        )
     if args.single_thread:
         print("\nsame runs by process CPU time (one thread each, so this is the time on an idle core):")
-        print(f"{'model':<18}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}{'HF step ms':>12}{'ours step ms':>14}"
-              f"{'decode ratio':>14}{'HF prefill s':>14}{'ours prefill s':>16}")
+        print(
+            f"{'model':<18}{'HF tok/s':>10}{'ours tok/s':>12}{'ratio':>7}{'HF step ms':>12}{'ours step ms':>14}"
+            f"{'decode ratio':>14}{'HF prefill s':>14}{'ours prefill s':>16}"
+        )
         for row, _, n in rows:
             hf, hf_pre, us, us_pre = row.cpu
             hf_step, us_step = (hf - hf_pre) / (args.new_tokens - 1), (us - us_pre) / (args.new_tokens - 1)
-            print(f"{row.name:<18}{n / hf:>10.1f}{n / us:>12.1f}{hf / us:>6.2f}x{hf_step * 1e3:>12.1f}"
-                  f"{us_step * 1e3:>14.1f}{hf_step / us_step:>13.2f}x{hf_pre:>14.2f}{us_pre:>16.2f}")
+            print(
+                f"{row.name:<18}{n / hf:>10.1f}{n / us:>12.1f}{hf / us:>6.2f}x{hf_step * 1e3:>12.1f}"
+                f"{us_step * 1e3:>14.1f}{hf_step / us_step:>13.2f}x{hf_pre:>14.2f}{us_pre:>16.2f}"
+            )
     for row, shape, _ in rows:
         if shape is QWEN25_05B:
             roofline(row, shape, batch=args.batch, cache_len=args.prompt_len + args.new_tokens, hbm_gbps=args.hbm_gbps)

@@ -7,6 +7,7 @@ Default run shapes (configs/default.py): a 4-layer, 128-wide Qwen2 with a 2,048-
 
     python benchmarks/sft_step.py [--rows 8 --seq 448 --target 70 --steps 10]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +43,18 @@ def main() -> None:
     ap.add_argument("--target", type=int, default=70)
     ap.add_argument("--steps", type=int, default=10)
     args = ap.parse_args()
-    cfg = ModelConfig(model_type="qwen2", vocab_size=2048, hidden_size=128, intermediate_size=384,
-                      num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                      tie_word_embeddings=True, attention_bias=True)
+    cfg = ModelConfig(
+        model_type="qwen2",
+        vocab_size=2048,
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        tie_word_embeddings=True,
+        attention_bias=True,
+    )
     tx = make_optimizer(OptimizerConfig(learning_rate=1e-3))
     rng = np.random.default_rng(0)
     b = batch(args.rows, args.seq, args.target, args.prompt, rng)
@@ -65,8 +75,10 @@ def main() -> None:
             times[name].append(time.perf_counter() - t0)
             losses[name] = float(m["loss"])
     base = statistics.median(times["all positions (before)"])
-    print(f"SFT step, {args.rows} x {args.seq} tokens, {args.target} target tokens per row, "
-          f"{jax.devices()[0].platform} ({platform.processor() or platform.machine()}), median of {args.steps}")
+    print(
+        f"SFT step, {args.rows} x {args.seq} tokens, {args.target} target tokens per row, "
+        f"{jax.devices()[0].platform} ({platform.processor() or platform.machine()}), median of {args.steps}"
+    )
     print(f"{'variant':32s} {'step s':>8s} {'tokens/s':>10s} {'speed-up':>9s} {'loss':>10s}")
     for name in variants:
         med = statistics.median(times[name])

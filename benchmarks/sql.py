@@ -7,6 +7,7 @@ connection, ExecutorPool(1) and ExecutorPool(N) with the result cache off, and t
 with a warm cache (the repeated gold queries of RL). Then the clause-rewards slot (EXPO-SQL).
 Data: the shared/data folder beside the repository root.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -110,8 +111,10 @@ def bench_clause_rewards(limit: int = 200):
         out, dt = _timed(functools.partial(clause_rewards, db, pred, gold))
         calls += out.db_calls
         seconds += dt
-    print(f"\nclause_rewards on {len(cases)} Spider dev mispredictions: {calls / len(cases):.2f} DB calls/query, "
-          f"{1000 * seconds / max(calls, 1):.2f} ms per DB call, {1000 * seconds / len(cases):.2f} ms per query")
+    print(
+        f"\nclause_rewards on {len(cases)} Spider dev mispredictions: {calls / len(cases):.2f} DB calls/query, "
+        f"{1000 * seconds / max(calls, 1):.2f} ms per DB call, {1000 * seconds / len(cases):.2f} ms per query"
+    )
 
 
 def main() -> None:
@@ -124,10 +127,14 @@ def main() -> None:
         sys.exit(f"Spider data not found at {SPIDER} (the shared/data folder beside the repo root)")
     dev = load_dev()
     jobs = dev * args.passes
-    print(f"Spider dev gold: {len(dev)} queries x {args.passes} passes = {len(jobs)} executions; "
-          f"os.cpu_count() = {os.cpu_count()}")
-    rows = [("execute() per query (fresh connection)", bench_single(jobs), None),
-            ("single process, cached connection", bench_single_cached(jobs), None)]
+    print(
+        f"Spider dev gold: {len(dev)} queries x {args.passes} passes = {len(jobs)} executions; "
+        f"os.cpu_count() = {os.cpu_count()}"
+    )
+    rows = [
+        ("execute() per query (fresh connection)", bench_single(jobs), None),
+        ("single process, cached connection", bench_single_cached(jobs), None),
+    ]
     for workers in sorted({1, args.workers}):
         dt, startup = bench_pool(jobs, workers, cache=False)
         rows.append((f"ExecutorPool(workers={workers}), cache off", dt, startup))

@@ -7,6 +7,7 @@ mean DB calls per query, ms per DB call (time inside ``execute``) and ms per que
 
     python benchmarks/sql_clause_rewards.py [--limit N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,14 @@ def perturb(sql: str) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
 
     def clause_of(node) -> str:
-        for anc, kind in ((exp.Where, "WHERE"), (exp.Having, "HAVING"), (exp.Join, "JOIN"), (exp.Order, "ORDER BY"),
-                          (exp.Group, "GROUP BY"), (exp.From, "FROM")):
+        for anc, kind in (
+            (exp.Where, "WHERE"),
+            (exp.Having, "HAVING"),
+            (exp.Join, "JOIN"),
+            (exp.Order, "ORDER BY"),
+            (exp.Group, "GROUP BY"),
+            (exp.From, "FROM"),
+        ):
             if node.find_ancestor(anc) is not None:
                 return kind
         return "SELECT"
@@ -56,13 +63,25 @@ def perturb(sql: str) -> dict[str, tuple[str, str]]:
             fn(node)
             out[name] = (t.sql(dialect="sqlite"), where)
 
-    mutate("constant", exp.Literal, _not_in_limit,
-           lambda n: n.replace(exp.Literal.string("zz_none") if n.is_string else exp.Literal.number(float(n.this) + 1)))
+    mutate(
+        "constant",
+        exp.Literal,
+        _not_in_limit,
+        lambda n: n.replace(exp.Literal.string("zz_none") if n.is_string else exp.Literal.number(float(n.this) + 1)),
+    )
     mutate("drop_condition", exp.And, lambda n: True, lambda n: n.replace(n.this.copy()))
-    mutate("swap_aggregate", exp.AggFunc, lambda n: type(n) in _AGG_SWAP and not isinstance(n.this, exp.Star),
-           lambda n: n.replace(_AGG_SWAP[type(n)](this=n.this.copy())))
-    mutate("bad_column", exp.Column, lambda n: n.find_ancestor(exp.Select) is not None,
-           lambda n: n.set("this", exp.to_identifier(n.name + "_x")))
+    mutate(
+        "swap_aggregate",
+        exp.AggFunc,
+        lambda n: type(n) in _AGG_SWAP and not isinstance(n.this, exp.Star),
+        lambda n: n.replace(_AGG_SWAP[type(n)](this=n.this.copy())),
+    )
+    mutate(
+        "bad_column",
+        exp.Column,
+        lambda n: n.find_ancestor(exp.Select) is not None,
+        lambda n: n.set("this", exp.to_identifier(n.name + "_x")),
+    )
     mutate("bad_table", exp.Table, lambda n: True, lambda n: n.set("this", exp.to_identifier(n.name + "_x")))
     text = tree.sql(dialect="sqlite")
     if " FROM " in text:
@@ -115,14 +134,18 @@ def main(argv=None) -> dict:
             n_flagged[name].append(sum(c.erroneous for c in r.clauses) / max(1, len(r.clauses)))
             assert r.case == "error" or any(c.reward < 0 for c in r.clauses), bad
     print(f"Spider dev: {len(items)} gold queries, {len(query_s)} perturbed predictions")
-    print(f"{'perturbation':16s} {'correct':>8s} {'incorrect':>9s} {'error':>6s} {'touched flagged':>16s} "
-          f"{'flagged share':>14s}")
+    print(
+        f"{'perturbation':16s} {'correct':>8s} {'incorrect':>9s} {'error':>6s} {'touched flagged':>16s} "
+        f"{'flagged share':>14s}"
+    )
     for name in cases:
         c = cases[name]
         h = hit[name]
-        print(f"{name:16s} {c['correct']:8d} {c['incorrect']:9d} {c['error']:6d} "
-              f"{(sum(h) / len(h) if h else float('nan')):16.1%} "
-              f"{(statistics.mean(n_flagged[name]) if n_flagged[name] else float('nan')):14.1%}")
+        print(
+            f"{name:16s} {c['correct']:8d} {c['incorrect']:9d} {c['error']:6d} "
+            f"{(sum(h) / len(h) if h else float('nan')):16.1%} "
+            f"{(statistics.mean(n_flagged[name]) if n_flagged[name] else float('nan')):14.1%}"
+        )
     all_calls = calls["incorrect"] + calls["error"]
     summary = {
         "predictions": len(query_s),
@@ -132,8 +155,10 @@ def main(argv=None) -> dict:
         "ms_per_call": 1e3 * sum(call_s) / len(call_s),
         "ms_per_query": 1e3 * statistics.mean(query_s),
     }
-    print(f"mean DB calls per wrong prediction: {summary['mean_db_calls']:.2f} (paper ~3.4); incorrect-result "
-          f"case {summary['mean_db_calls_incorrect']:.2f}, execution-error case {summary['mean_db_calls_error']:.2f}")
+    print(
+        f"mean DB calls per wrong prediction: {summary['mean_db_calls']:.2f} (paper ~3.4); incorrect-result "
+        f"case {summary['mean_db_calls_incorrect']:.2f}, execution-error case {summary['mean_db_calls_error']:.2f}"
+    )
     print(f"mean ms per DB call: {summary['ms_per_call']:.2f} (paper ~3)")
     print(f"mean ms per clause_rewards call: {summary['ms_per_query']:.2f}")
     return summary

@@ -11,6 +11,7 @@ On a GPU, model FLOPs utilisation uses 6 * params * tokens + attention (12 * L *
     python benchmarks/train_step.py --quick     # ~12M config only
     python benchmarks/train_step.py             # ~12M and Qwen2.5-0.5B shape (batch 2 x seq 128)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,10 +32,28 @@ from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
 SHAPES = {
-    "12M": dict(vocab_size=32000, hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
-                num_attention_heads=8, num_key_value_heads=2, head_dim=32, batch=4, seq=128),
-    "0.5B": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                 num_attention_heads=14, num_key_value_heads=2, head_dim=64, batch=2, seq=128),
+    "12M": dict(
+        vocab_size=32000,
+        hidden_size=256,
+        intermediate_size=1024,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=32,
+        batch=4,
+        seq=128,
+    ),
+    "0.5B": dict(
+        vocab_size=151936,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        head_dim=64,
+        batch=2,
+        seq=128,
+    ),
 }
 LR, CLIP_EPS, BETA = 1e-5, 0.2, 0.04
 
@@ -55,8 +74,9 @@ class Result:
 
 def model_config(shape: str, dtype: str) -> ModelConfig:
     kw = {k: v for k, v in SHAPES[shape].items() if k not in ("batch", "seq")}
-    return ModelConfig(model_type="qwen2", attention_bias=True, tie_word_embeddings=True, rope_theta=1e6,
-                       dtype=dtype, **kw)
+    return ModelConfig(
+        model_type="qwen2", attention_bias=True, tie_word_embeddings=True, rope_theta=1e6, dtype=dtype, **kw
+    )
 
 
 def make_batches(shape: str, seed: int = 0):
@@ -66,13 +86,14 @@ def make_batches(shape: str, seed: int = 0):
     ids = rng.integers(0, v, (b, t)).astype(np.int32)
     attn = np.ones((b, t), np.int32)
     comp = np.zeros((b, t), np.float32)
-    comp[:, t // 2:] = 1.0
+    comp[:, t // 2 :] = 1.0
 
     def lp():
         return (-np.log(v) + 0.1 * rng.normal(size=(b, t))).astype(np.float32)
 
-    rl = RLBatch(ids, attn, comp, old_logprobs=lp(), advantages=rng.normal(size=(b, t)).astype(np.float32),
-                 ref_logprobs=lp())
+    rl = RLBatch(
+        ids, attn, comp, old_logprobs=lp(), advantages=rng.normal(size=(b, t)).astype(np.float32), ref_logprobs=lp()
+    )
     return SFTBatch(ids, attn, comp), rl
 
 
@@ -115,12 +136,16 @@ def bench_torch(shape, loss, iters):
 
     sft, rl = make_batches(shape)
     s = SHAPES[shape]
-    hf_cfg = transformers.Qwen2Config(vocab_size=s["vocab_size"], hidden_size=s["hidden_size"],
-                                      intermediate_size=s["intermediate_size"],
-                                      num_hidden_layers=s["num_hidden_layers"],
-                                      num_attention_heads=s["num_attention_heads"],
-                                      num_key_value_heads=s["num_key_value_heads"], tie_word_embeddings=True,
-                                      rope_theta=1e6)
+    hf_cfg = transformers.Qwen2Config(
+        vocab_size=s["vocab_size"],
+        hidden_size=s["hidden_size"],
+        intermediate_size=s["intermediate_size"],
+        num_hidden_layers=s["num_hidden_layers"],
+        num_attention_heads=s["num_attention_heads"],
+        num_key_value_heads=s["num_key_value_heads"],
+        tie_word_embeddings=True,
+        rope_theta=1e6,
+    )
     torch.manual_seed(0)
     model = transformers.Qwen2ForCausalLM(hf_cfg).float().train()
     model.config._attn_implementation = "sdpa"
@@ -178,11 +203,15 @@ def main():
     for s in SHAPES.values():
         s.update({k: v for k, v in (("batch", args.batch), ("seq", args.seq)) if v is not None})
     backend = jax.default_backend()
-    print(f"backend={backend} devices={jax.device_count()} machine={platform.machine()} "
-          f"jax={jax.__version__} compute_dtype={args.dtype}")
+    print(
+        f"backend={backend} devices={jax.device_count()} machine={platform.machine()} "
+        f"jax={jax.__version__} compute_dtype={args.dtype}"
+    )
     shapes = args.shape or (["12M"] if args.quick else ["12M", "0.5B"])
-    print(f"{'shape':6} {'loss':5} {'params':>8} {'B x T':>8} {'jax tok/s':>10} {'torch tok/s':>11} {'ratio':>6} "
-          f"{'jax compile s':>13}" + ("  MFU" if backend == "gpu" else ""))
+    print(
+        f"{'shape':6} {'loss':5} {'params':>8} {'B x T':>8} {'jax tok/s':>10} {'torch tok/s':>11} {'ratio':>6} "
+        f"{'jax compile s':>13}" + ("  MFU" if backend == "gpu" else "")
+    )
     for shape in shapes:
         for loss in ("sft", "grpo"):
             ours, n = bench_jax(shape, loss, args.iters, args.dtype)
@@ -190,8 +219,10 @@ def main():
             bt = f"{SHAPES[shape]['batch']}x{SHAPES[shape]['seq']}"
             torch_col = f"{ref.tokens_per_s:11.1f}" if ref else f"{'-':>11}"
             ratio = f"{ours.tokens_per_s / ref.tokens_per_s:6.2f}" if ref else f"{'-':>6}"
-            line = (f"{shape:6} {loss:5} {n / 1e6:7.1f}M {bt:>8} {ours.tokens_per_s:10.1f} {torch_col} {ratio} "
-                    f"{ours.first_s:13.1f}")
+            line = (
+                f"{shape:6} {loss:5} {n / 1e6:7.1f}M {bt:>8} {ours.tokens_per_s:10.1f} {torch_col} {ratio} "
+                f"{ours.first_s:13.1f}"
+            )
             if backend == "gpu":
                 line += f"  {100 * mfu(ours, n, shape, args.peak_tflops):.1f}%"
             print(line, flush=True)

@@ -19,6 +19,7 @@ of whole prompt groups, and at 24 micro-batches (one group per device) the plan 
 choice. Check before launching:
     python launch/run.py --config configs/bird_qwen2_5_coder_7b.py plan=true plan.devices=8 plan.hbm=v5p
 """
+
 from rewardsql_jax.stages.run_config import (
     DataConfig,
     InferenceConfig,
@@ -42,11 +43,30 @@ CONFIG = RunConfig(
     data=DataConfig(source="bird", root="/data/bird", train_split="train", eval_split="dev", ex_mode="bird"),
     model=ModelConfigSection(path="/ckpt/Qwen2.5-Coder-7B-Instruct", max_len=2048 + 512, dtype="bfloat16"),
     sft=SFTConfig(steps=3 * _EPOCH_STEPS, batch_size=16, lr=1e-5, warmup_steps=0),
-    prm_labels=PRMLabelConfig(num_questions=_TRAIN_QUESTIONS, rollouts_per_question=8, completions_per_step=16,
-                              c_puct=0.125, alpha=0.5, beta=0.9, length_scale=500, search_budget=32,
-                              max_new_tokens=512),
+    prm_labels=PRMLabelConfig(
+        num_questions=_TRAIN_QUESTIONS,
+        rollouts_per_question=8,
+        completions_per_step=16,
+        c_puct=0.125,
+        alpha=0.5,
+        beta=0.9,
+        length_scale=500,
+        search_budget=32,
+        max_new_tokens=512,
+    ),
     prm=PRMConfig(steps=3 * _EPOCH_STEPS, batch_size=16, lr=1e-5),
-    rl=RLConfig(algorithm="grpo", steps=200, prompts_per_step=48, samples_per_prompt=8, lr=1e-6, clip_eps=0.2,
-                kl_beta=0.001, entropy_coef=0.001, temperature=1.0, max_new_tokens=512, shared_prefix=False),
+    rl=RLConfig(
+        algorithm="grpo",
+        steps=200,
+        prompts_per_step=48,
+        samples_per_prompt=8,
+        lr=1e-6,
+        clip_eps=0.2,
+        kl_beta=0.001,
+        entropy_coef=0.001,
+        temperature=1.0,
+        max_new_tokens=512,
+        shared_prefix=False,
+    ),
     inference=InferenceConfig(best_of_n=32, temperature=1.0, aggregation="min", max_new_tokens=1024),
 )

@@ -10,6 +10,7 @@ Each run's ``evaluate/metrics.json`` holds SFT greedy and SFT+RL greedy EX with 
 difference; the two runs share the SFT policy when the second is started from a copy of the first run's
 ``cold_start/`` and ``sft/`` (same seed: the stages are deterministic, so rerunning them gives the same policy).
 """
+
 import dataclasses
 from pathlib import Path
 

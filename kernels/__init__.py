@@ -4,6 +4,7 @@ This folder is the package ``rewardsql_jax.kernels``: pyproject.toml maps it the
 installs these files as ``rewardsql_jax/kernels/*.py`` and no top-level ``kernels``. In a source checkout or an
 editable install, ``rewardsql_jax/kernels/__init__.py`` runs this file as the package's own code.
 """
+
 from .decode_attention import decode_attention
 from .dispatch import AttentionImpl, attention_impl
 from .flash_attention import flash_attention, flash_attention_from_mask

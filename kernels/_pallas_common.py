@@ -7,6 +7,7 @@ lowers to Triton (GPU), runs in interpret mode (CPU tests) and to Mosaic (TPU) f
 K/V for one head fit VMEM (double-buffered: 4 * S * D * itemsize bytes, 8 MiB at S=8192, D=128,
 bf16). The Triton and Mosaic lowerings are checked from CPU by tests/kernels/test_kernel_lowering.py.
 """
+
 from __future__ import annotations
 
 import jax

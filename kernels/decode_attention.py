@@ -14,6 +14,7 @@ its model layout, viewed as ``[B, S, Hkv * D]`` (a free reshape) with one ``D``-
 KV head; Mosaic (TPU) needs that block 128-lane aligned, so for ``D % 128 != 0`` on TPU the cache
 is transposed to ``[B, Hkv, S, D]`` first (an extra copy per call).
 """
+
 from __future__ import annotations
 
 import functools

@@ -16,6 +16,7 @@ All three callables share the semantics of ``kernels.reference``:
 * ``from_mask(q, k, v, mask)``: same signature as ``models.transformer.attention`` for the
   ``causal & key_mask`` mask of ``CausalLM.hidden_states`` (rows with no visible key give zeros).
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -13,6 +13,7 @@ GQA: query head ``h`` reads KV head ``h // (H // Hkv)`` through the BlockSpec in
 never repeated in memory. Lengths that are not block multiples are padded inside the wrapper (padded
 keys are masked, padded queries are sliced off). Rows with no visible key return zeros.
 """
+
 from __future__ import annotations
 
 import dataclasses

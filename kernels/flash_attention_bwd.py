@@ -11,6 +11,7 @@ split in two kernels so that no program needs atomics:
 
 GQA: dK/dV are produced per query head and summed over the heads of each group in the wrapper.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -13,6 +13,7 @@ computed here as two decode-attention calls whose results are merged by their lo
 ``decode`` is ``decode_attention`` (Pallas) or ``decode_attention_reference``; the result equals
 ``models.transformer.prefix_attention`` (tested).
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp

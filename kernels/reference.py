@@ -12,6 +12,7 @@ Conventions shared with the kernels:
   zeros (``models.transformer.attention`` returns an average of V there instead; both are padding
   rows nobody reads, and zeros keep the gradient through them exactly zero).
 """
+
 from __future__ import annotations
 
 import jax
@@ -54,8 +55,17 @@ def mha_reference(q, k, v, *, causal: bool = True, q_offset: int = 0, kv_lengths
     return _attend(q, k, v, visible, scale)
 
 
-def decode_attention_reference(q, k_cache, v_cache, *, lengths=None, key_mask=None, scale=None,
-                               kv_heads_first: bool = False, return_lse: bool = False):
+def decode_attention_reference(
+    q,
+    k_cache,
+    v_cache,
+    *,
+    lengths=None,
+    key_mask=None,
+    scale=None,
+    kv_heads_first: bool = False,
+    return_lse: bool = False,
+):
     """One query token per sequence against a KV cache (the decode step of a sampler).
 
     q ``[B, H, D]`` or ``[B, 1, H, D]``; caches ``[B, S_max, Hkv, D]`` (``[B, Hkv, S_max, D]`` with
@@ -77,7 +87,8 @@ def decode_attention_reference(q, k_cache, v_cache, *, lengths=None, key_mask=No
     hkv = k_cache.shape[2]
     visible = key_mask_of(b, k_cache.shape[1], lengths, key_mask)
     scale = d**-0.5 if scale is None else scale
-    scores = jnp.einsum("bkgd,bskd->bkgs", q4[:, 0].reshape(b, hkv, h // hkv, d), k_cache,
-                        preferred_element_type=jnp.float32) * jnp.float32(scale)
+    scores = jnp.einsum(
+        "bkgd,bskd->bkgs", q4[:, 0].reshape(b, hkv, h // hkv, d), k_cache, preferred_element_type=jnp.float32
+    ) * jnp.float32(scale)
     scores = jnp.where(visible[:, None, None, :], scores, -jnp.inf)
     return out, jax.nn.logsumexp(scores, axis=-1).reshape(b, h)

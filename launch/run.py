@@ -10,6 +10,7 @@
 A mistake a user can make (a missing file or database, a bad value) ends with one line saying what to do;
 ``--debug`` shows the traceback instead.
 """
+
 from __future__ import annotations
 
 import argparse

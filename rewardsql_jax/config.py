@@ -4,6 +4,7 @@ A config file is a Python module defining ``CONFIG`` (a dataclass instance) or `
 Overrides address nested fields with dots (``model.hidden_size=64``); values are parsed by the type of
 the field they replace, so a typo or a wrong type fails early with a message naming the key.
 """
+
 from __future__ import annotations
 
 import ast
@@ -115,8 +116,10 @@ def _collect(obj, parts, raw, key, changes):
 def _rebuild(obj, changes, path):
     if not changes:
         return obj
-    kwargs = {name: _rebuild(getattr(obj, name), sub, (*path, name)) if isinstance(sub, _Changes) else sub
-              for name, sub in changes.items()}
+    kwargs = {
+        name: _rebuild(getattr(obj, name), sub, (*path, name)) if isinstance(sub, _Changes) else sub
+        for name, sub in changes.items()
+    }
     try:
         return dataclasses.replace(obj, **kwargs)
     except (ValueError, TypeError) as e:
@@ -126,8 +129,9 @@ def _rebuild(obj, changes, path):
         which = named or items
         section = ".".join(path) or "config"
         label = "override" if len(which) == 1 else "overrides"
-        raise ValueError(f"{label} {' '.join(which)}: {msg}"
-                         + ("" if named else f" (after all overrides, in {section})")) from None
+        raise ValueError(
+            f"{label} {' '.join(which)}: {msg}" + ("" if named else f" (after all overrides, in {section})")
+        ) from None
 
 
 def to_dict(cfg) -> dict:

@@ -5,6 +5,7 @@ TPU pod slices: every host runs the same command; JAX discovers the slice itself
 ``JAX_COORDINATOR_ADDRESS=host:port``, ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID`` on each node (SLURM's
 variables are picked up by JAX automatically). A single process does nothing.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,11 @@ def maybe_initialize_distributed(env=None) -> bool:
 
     kwargs = {}
     if env.get("JAX_COORDINATOR_ADDRESS"):
-        kwargs = dict(coordinator_address=env["JAX_COORDINATOR_ADDRESS"],
-                      num_processes=int(env["JAX_NUM_PROCESSES"]), process_id=int(env["JAX_PROCESS_ID"]))
+        kwargs = dict(
+            coordinator_address=env["JAX_COORDINATOR_ADDRESS"],
+            num_processes=int(env["JAX_NUM_PROCESSES"]),
+            process_id=int(env["JAX_PROCESS_ID"]),
+        )
     jax.distributed.initialize(**kwargs)
     return True
 
@@ -91,8 +95,9 @@ def to_global(tree, shardings):
     import jax
     import numpy as np
 
-    return jax.tree.map(lambda x, s: global_array(x, s) if isinstance(x, (np.ndarray, np.generic)) else x,
-                        tree, shardings)
+    return jax.tree.map(
+        lambda x, s: global_array(x, s) if isinstance(x, (np.ndarray, np.generic)) else x, tree, shardings
+    )
 
 
 def fetch(tree):

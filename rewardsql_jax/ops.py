@@ -1,4 +1,5 @@
 """Array ops written in the form XLA's CPU backend runs fastest, with the semantics of their jnp counterparts."""
+
 from __future__ import annotations
 
 import jax.numpy as jnp

@@ -1,6 +1,7 @@
 """User code without editing the package: ``plugins=path/a.py,path/b.py`` imports those files before the run, so
 the losses (``losses.register``) and RL algorithms (``rl.register_algorithm``) they define are selectable by name
 on the command line (``rl.loss=...``, ``rl.algorithm=...``)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,9 @@ def load_plugins(paths) -> list:
             modules.append(_LOADED[path])
             continue
         if not path.is_file() or path.suffix != ".py":
-            raise FileNotFoundError(f"plugins={raw}: no Python file at {path}; give the path of a .py file "
-                                    f"(several: plugins=a.py,b.py)")
+            raise FileNotFoundError(
+                f"plugins={raw}: no Python file at {path}; give the path of a .py file (several: plugins=a.py,b.py)"
+            )
         name = f"rewardsql_plugin_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -44,6 +46,5 @@ def plugin_overrides(overrides) -> list[str]:
     for item in overrides:
         key, _, value = item.partition("=")
         if key.strip() == "plugins":
-            files += [v.strip() for v in value.strip("()[] ").replace("'", "").replace('"', "").split(",")
-                      if v.strip()]
+            files += [v.strip() for v in value.strip("()[] ").replace("'", "").replace('"', "").split(",") if v.strip()]
     return files

@@ -7,6 +7,7 @@ common (easy and impossible questions) cancels and the interval is that of the d
 Tibshirani 1993, ch. 13; the paired bootstrap of Koehn 2004 for MT). EX values are in points (0-100);
 ``mean_interval`` / ``paired_mean_difference`` do the same for any per-question quantity in its own unit (calls).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,7 @@ def mean_interval(values, *, seed: int = 0, resamples: int = RESAMPLES, level: f
     return {"mean": float(x.mean()), "ci95": [lo, hi]}
 
 
-def paired_mean_difference(method, baseline, *, seed: int = 0, resamples: int = RESAMPLES,
-                           level: float = 0.95) -> dict:
+def paired_mean_difference(method, baseline, *, seed: int = 0, resamples: int = RESAMPLES, level: float = 0.95) -> dict:
     """``{"delta", "ci95": [lo, hi]}``: mean(method) - mean(baseline) of a per-question quantity in its own unit,
     on the same questions (paired bootstrap, as ``paired_difference``)."""
     a, b = np.asarray(method, np.float64), np.asarray(baseline, np.float64)
@@ -68,6 +68,9 @@ def evidence_table(verdicts: dict, comparisons, *, seed: int = 0) -> dict:
     """``{"methods": {name: {"ex", "ci95"}}, "comparisons": [{"method", "baseline", "delta", "ci95"}]}`` for
     per-question ``verdicts`` by method and the ``(method, baseline)`` pairs present in them."""
     methods = {m: ex_interval(v, seed=seed) for m, v in verdicts.items()}
-    comps = [{"method": m, "baseline": b, **paired_difference(verdicts[m], verdicts[b], seed=seed)}
-             for m, b in comparisons if m in verdicts and b in verdicts and m != b]
+    comps = [
+        {"method": m, "baseline": b, **paired_difference(verdicts[m], verdicts[b], seed=seed)}
+        for m, b in comparisons
+        if m in verdicts and b in verdicts and m != b
+    ]
     return {"methods": methods, "comparisons": comps}

@@ -9,6 +9,7 @@ nothing else may. Lazy imports inside functions count. The package's folders com
 ``rewardsql_jax/`` plus each ``[tool.setuptools] package-dir`` mapping (``kernels/`` is ``rewardsql_jax.kernels``).
 Prints one line per violation (``path:line: ...``) and exits 1 if there is any.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,8 +43,9 @@ def package_folders(root: Path, package: str = PACKAGE) -> dict[str, Path]:
     pyproject = root / "pyproject.toml"
     if pyproject.exists():
         mapping = tomllib.loads(pyproject.read_text()).get("tool", {}).get("setuptools", {}).get("package-dir", {})
-        folders.update({name: root / path for name, path in mapping.items()
-                        if name == package or name.startswith(package + ".")})
+        folders.update(
+            {name: root / path for name, path in mapping.items() if name == package or name.startswith(package + ".")}
+        )
     return folders
 
 
@@ -132,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     for v in found:
         print(v.render(root))
     if found:
-        print(f"{len(found)} private import(s) across modules: make the name public in its module, or move it "
-              f"down to where both modules can import it.", flush=True)
+        print(
+            f"{len(found)} private import(s) across modules: make the name public in its module, or move it "
+            f"down to where both modules can import it.",
+            flush=True,
+        )
         return 1
     print(f"no private imports across the modules of {PACKAGE}")
     return 0

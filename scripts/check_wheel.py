@@ -7,6 +7,7 @@ with ``pip install .``; tests/test_packaging.py: a built wheel and the editable 
 ``kernels`` package and the kernel modules must all come from SITE (default: that interpreter's site-packages),
 never from a top-level ``kernels`` module (another PyPI package owns that name). Prints ``installed kernels ok``.
 """
+
 import importlib
 import sys
 import sysconfig

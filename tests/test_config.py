@@ -1,4 +1,5 @@
 """Config loading and key=value overrides."""
+
 import dataclasses
 import json
 from pathlib import Path
@@ -29,8 +30,18 @@ class Outer:
 
 
 def test_overrides_parse_by_field_type():
-    cfg = apply_overrides(Outer(), ["train.lr=3e-4", "train.steps=5", "train.flag=true", "seed=7",
-                                    "train.eos=[3,4]", "train.path=/x", "train.name=grpo"])
+    cfg = apply_overrides(
+        Outer(),
+        [
+            "train.lr=3e-4",
+            "train.steps=5",
+            "train.flag=true",
+            "seed=7",
+            "train.eos=[3,4]",
+            "train.path=/x",
+            "train.name=grpo",
+        ],
+    )
     assert cfg.train == Inner(lr=3e-4, steps=5, name="grpo", flag=True, eos=(3, 4), path="/x")
     assert cfg.seed == 7
 
@@ -114,8 +125,15 @@ def test_spider_split_defaults_resolve_to_question_files(tmp_path):
     cfg = apply_overrides(load_config(SMOKE), ["data.source=spider", f"data.root={tmp_path}"])
     assert (cfg.data.train_split, cfg.data.eval_split) == ("train_spider.json", "dev.json")
     # explicit files, and "" (no train split), are kept; other sources keep the generic names
-    cfg = apply_overrides(load_config(SMOKE), ["data.source=spider", f"data.root={tmp_path}",
-                                               "data.train_split=", "data.eval_split=../spider_dk/Spider-DK.json"])
+    cfg = apply_overrides(
+        load_config(SMOKE),
+        [
+            "data.source=spider",
+            f"data.root={tmp_path}",
+            "data.train_split=",
+            "data.eval_split=../spider_dk/Spider-DK.json",
+        ],
+    )
     assert (cfg.data.train_split, cfg.data.eval_split) == ("", "../spider_dk/Spider-DK.json")
     cfg = apply_overrides(load_config(SMOKE), ["data.source=bird", f"data.root={tmp_path}"])
     assert (cfg.data.train_split, cfg.data.eval_split) == ("train", "dev")

@@ -1,4 +1,5 @@
 """Every config file in configs/ loads and passes the whole-config checks (RL cross-field checks included)."""
+
 from pathlib import Path
 
 import pytest

@@ -1,4 +1,5 @@
 """``rewardsql_jax.ops`` equals the jnp ops it replaces."""
+
 import jax.numpy as jnp
 import numpy as np
 

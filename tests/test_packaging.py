@@ -7,6 +7,7 @@ its file list, installs it into a fresh venv and, from a directory outside the c
 flash-attention call from the installed copy against the reference (scripts/check_wheel.py, which CI also runs
 after a plain ``pip install .`` into a fresh venv).
 """
+
 import os
 import shutil
 import subprocess
@@ -23,8 +24,9 @@ pytestmark = pytest.mark.slow
 
 def _copy_checkout(dest: Path) -> None:
     """The checkout's tracked and not-ignored files (what a clean clone plus local edits would build)."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout.split("\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split("\0")
     for rel in filter(None, listed):
         src = ROOT / rel
         if src.is_file():
@@ -68,15 +70,29 @@ def _check_kernels(tmp_path, src: Path, python: Path, expected_root: Path):
     outside.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["JAX_PLATFORMS"] = "cpu"
-    proc = _run([str(python), str(src / "scripts" / "check_wheel.py"), str(expected_root)], cwd=outside, env=env,
-                timeout=600)
+    proc = _run(
+        [str(python), str(src / "scripts" / "check_wheel.py"), str(expected_root)], cwd=outside, env=env, timeout=600
+    )
     assert "installed kernels ok" in proc.stdout
 
 
 def test_wheel_installs_kernels_and_runs_them(tmp_path):
     src, dist = _checkout_copy(tmp_path), tmp_path / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
-          "-w", str(dist)], cwd=tmp_path)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(dist),
+        ],
+        cwd=tmp_path,
+    )
     (wheel,) = dist.glob("rewardsql_jax-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     kernel_files = sorted(p.name for p in (ROOT / "kernels").glob("*.py"))
@@ -93,8 +109,9 @@ def test_editable_install_finds_kernels(tmp_path):
     """``pip install -e .`` (README, CI): the PEP 660 hook pip calls, its wheel installed in a fresh venv."""
     src, dist = _checkout_copy(tmp_path), tmp_path / "dist"
     dist.mkdir()
-    _run([sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_editable({str(dist)!r})"],
-         cwd=src)
+    _run(
+        [sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_editable({str(dist)!r})"], cwd=src
+    )
     (wheel,) = dist.glob("rewardsql_jax-*.whl")
     python, _ = _fresh_venv(tmp_path, wheel)
     _check_kernels(tmp_path, src, python, src)

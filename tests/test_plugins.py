@@ -1,5 +1,6 @@
 """``plugins=FILE``: the README's loss + algorithm file, saved as a user would, trains in the RL stage through
 ``launch/run.py`` with nothing but command-line overrides (and the package untouched)."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,14 @@ def readme_plugin() -> str:
 
 def _launch(cwd: Path, *overrides):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "launch" / "run.py"), "--config", str(ROOT / "configs" / "smoke.py"),
-                           *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "launch" / "run.py"), "--config", str(ROOT / "configs" / "smoke.py"), *overrides],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def _rl_records(run: Path) -> list[dict]:

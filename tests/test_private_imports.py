@@ -1,4 +1,5 @@
 """scripts/check_private_imports.py (a CI step): private names stay in their module, private modules in their package."""
+
 import importlib.util
 import subprocess
 import sys
@@ -46,7 +47,11 @@ def _messages(check, root):
 
 
 def test_allowed_imports_pass(check, tmp_path):
-    root = _tree(tmp_path, {**BASE, "rewardsql_jax/a/ok.py": """
+    root = _tree(
+        tmp_path,
+        {
+            **BASE,
+            "rewardsql_jax/a/ok.py": """
         import os._private_stdlib_is_not_ours
         from os import _exit
         from rewardsql_jax.a.mod import public, __version__
@@ -54,14 +59,19 @@ def test_allowed_imports_pass(check, tmp_path):
         from ._common import shared
         from rewardsql_jax.a._common import shared as again
         """,
-        "rewardsql_jax/a/sub/deep.py": "from .._common import shared\nfrom rewardsql_jax.a import _common\n",
-        "kernels/flash.py": "from ._pallas import block\n",  # kernels/ is rewardsql_jax.kernels
-    })
+            "rewardsql_jax/a/sub/deep.py": "from .._common import shared\nfrom rewardsql_jax.a import _common\n",
+            "kernels/flash.py": "from ._pallas import block\n",  # kernels/ is rewardsql_jax.kernels
+        },
+    )
     assert _messages(check, root) == []
 
 
 def test_private_names_and_foreign_private_modules_are_flagged(check, tmp_path):
-    root = _tree(tmp_path, {**BASE, "rewardsql_jax/b.py": """
+    root = _tree(
+        tmp_path,
+        {
+            **BASE,
+            "rewardsql_jax/b.py": """
         from rewardsql_jax.a.mod import _helper, public
 
         def lazy():
@@ -70,8 +80,9 @@ def test_private_names_and_foreign_private_modules_are_flagged(check, tmp_path):
             import rewardsql_jax.a._common
             from rewardsql_jax.kernels import _pallas
         """,
-        "rewardsql_jax/a/sub/inner.py": "from ..mod import _helper\n",
-    })
+            "rewardsql_jax/a/sub/inner.py": "from ..mod import _helper\n",
+        },
+    )
     assert _messages(check, root) == [
         ("rewardsql_jax/a/sub/inner.py", 1, "imports the private name _helper from rewardsql_jax.a.mod"),
         ("rewardsql_jax/b.py", 2, "imports the private name _helper from rewardsql_jax.a.mod"),

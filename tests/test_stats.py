@@ -1,4 +1,5 @@
 """Bootstrap intervals of EX and of paired differences."""
+
 import numpy as np
 import pytest
 
@@ -40,8 +41,9 @@ def test_evidence_table_shape():
     v = {"sft_greedy": [1, 0, 0, 1], "rl_greedy": [1, 1, 0, 1]}
     t = evidence_table(v, [("rl_greedy", "sft_greedy"), ("best_of_n", "sft_greedy")])
     assert set(t["methods"]) == {"sft_greedy", "rl_greedy"} and t["methods"]["rl_greedy"]["ex"] == 75.0
-    assert t["comparisons"] == [{"method": "rl_greedy", "baseline": "sft_greedy", "delta": 25.0,
-                                 "ci95": t["comparisons"][0]["ci95"]}]
+    assert t["comparisons"] == [
+        {"method": "rl_greedy", "baseline": "sft_greedy", "delta": 25.0, "ci95": t["comparisons"][0]["ci95"]}
+    ]
 
 
 def test_mean_interval_and_paired_mean_difference_keep_the_unit():

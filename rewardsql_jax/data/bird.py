@@ -21,8 +21,10 @@ from rewardsql_jax.data.examples import Benchmark, Example
 from rewardsql_jax.data.layout import assemble, read_json_list, require_path, resolve_file
 
 BIRD_DIFFICULTIES = ("simple", "moderate", "challenging")
-_HINT = ("Point root at an unpacked BIRD split folder (dev.json, dev_databases/<db>/<db>.sqlite), "
-         "e.g. ../shared/data/bird/dev.")
+_HINT = (
+    "Point root at an unpacked BIRD split folder (dev.json, dev_databases/<db>/<db>.sqlite), "
+    "e.g. ../shared/data/bird/dev."
+)
 
 
 def load_bird(
@@ -52,12 +54,26 @@ def load_bird(
         gold = row.get("SQL") or row.get("query")
         if not gold:
             raise ValueError(f"{qfile}: question #{index} has no 'SQL' (gold SQL)")
-        return Example(question_id=int(row.get("question_id", index)), db_id=row["db_id"],
-                       question=row["question"], evidence=row.get("evidence") or "", gold_sql=gold,
-                       difficulty=row.get("difficulty") or "unknown", db_path=db_path)
+        return Example(
+            question_id=int(row.get("question_id", index)),
+            db_id=row["db_id"],
+            question=row["question"],
+            evidence=row.get("evidence") or "",
+            gold_sql=gold,
+            difficulty=row.get("difficulty") or "unknown",
+            db_path=db_path,
+        )
 
-    return assemble(name or f"bird:{qfile.stem}", rows, to_example, db_root, require_db=require_db,
-                    on_missing=on_missing, limit=limit, db_ids=db_ids)
+    return assemble(
+        name or f"bird:{qfile.stem}",
+        rows,
+        to_example,
+        db_root,
+        require_db=require_db,
+        on_missing=on_missing,
+        limit=limit,
+        db_ids=db_ids,
+    )
 
 
 def _read_text(path: Path) -> str:

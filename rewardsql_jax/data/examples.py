@@ -31,8 +31,9 @@ class Example:
         for name in ("db_id", "question", "gold_sql", "difficulty", "db_path"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"Example.{name} must be a non-empty string, got {value!r} "
-                                 f"(question_id={self.question_id})")
+                raise ValueError(
+                    f"Example.{name} must be a non-empty string, got {value!r} (question_id={self.question_id})"
+                )
         if not isinstance(self.evidence, str):
             raise TypeError(f"Example.evidence must be a string ('' when absent), got {self.evidence!r}")
 
@@ -81,6 +82,8 @@ class Benchmark:
         if counts:
             parts.append(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         if self.missing_dbs:
-            parts.append(f"missing databases ({len(self.missing_dbs)}): {', '.join(self.missing_dbs)}; "
-                         f"{self.n_skipped} questions skipped")
+            parts.append(
+                f"missing databases ({len(self.missing_dbs)}): {', '.join(self.missing_dbs)}; "
+                f"{self.n_skipped} questions skipped"
+            )
         return "; ".join(parts)

@@ -14,6 +14,7 @@ Records (plain dicts of int lists):
   preference  {"prompt_ids", "chosen_ids", "rejected_ids"}     -> PreferenceBatch
   prompts     {"prompt_ids"}                                   -> PromptBatch (left-padded, record index kept)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -92,9 +93,11 @@ class BatchPlan:
         self.per_shard = len(self.valid) // self.shard_count
         self.num_batches = self.per_shard // cfg.batch_size
         if self.num_batches == 0:
-            raise ValueError(f"{len(self.valid)} usable records ({self.num_dropped} longer than the largest bucket "
-                             f"{cfg.buckets[-1]}) over {self.shard_count} shards give no full batch of "
-                             f"{cfg.batch_size}; add data, lower batch_size or add a larger bucket.")
+            raise ValueError(
+                f"{len(self.valid)} usable records ({self.num_dropped} longer than the largest bucket "
+                f"{cfg.buckets[-1]}) over {self.shard_count} shards give no full batch of "
+                f"{cfg.batch_size}; add data, lower batch_size or add a larger bucket."
+            )
         self._epochs: dict[int, np.ndarray] = {}  # the last two epochs' batches (an epoch boundary needs both)
 
     def epoch(self, epoch: int) -> np.ndarray:
@@ -109,12 +112,16 @@ class BatchPlan:
         cfg = self.cfg
         rng = np.random.default_rng([cfg.seed, epoch])
         order = rng.permutation(self.valid) if cfg.shuffle else self.valid
-        local = order[self.shard_index::self.shard_count][: self.per_shard]
+        local = order[self.shard_index :: self.shard_count][: self.per_shard]
         local = local[: self.num_batches * cfg.batch_size]
         if cfg.group_by_length:
             window = cfg.group_by_length * cfg.batch_size
-            local = np.concatenate([c[np.argsort(self.lengths[c], kind="stable")]
-                                    for c in np.split(local, range(window, len(local), window))])
+            local = np.concatenate(
+                [
+                    c[np.argsort(self.lengths[c], kind="stable")]
+                    for c in np.split(local, range(window, len(local), window))
+                ]
+            )
         batches = local.reshape(self.num_batches, cfg.batch_size)
         if cfg.group_by_length and cfg.shuffle:
             batches = batches[rng.permutation(self.num_batches)]
@@ -144,7 +151,7 @@ def collate_sft(records, cfg: PipelineConfig, indices=None) -> SFTBatch:
     ids, attn = _pad(rows, bucket_length(max(map(len, rows)), cfg.buckets), cfg.pad_id)
     loss = np.zeros(ids.shape, np.float32)
     for i, r in enumerate(records):
-        loss[i, len(r["prompt_ids"]): len(rows[i])] = 1.0
+        loss[i, len(r["prompt_ids"]) : len(rows[i])] = 1.0
     return SFTBatch(ids, attn, loss)
 
 
@@ -158,7 +165,7 @@ def collate_preference(records, cfg: PipelineConfig, indices=None) -> Preference
         ids, attn = _pad(rows, width, cfg.pad_id)
         loss = np.zeros(ids.shape, np.float32)
         for i, r in enumerate(records):
-            loss[i, len(r["prompt_ids"]): len(rows[i])] = 1.0
+            loss[i, len(r["prompt_ids"]) : len(rows[i])] = 1.0
         out += [ids, attn, loss]
     return PreferenceBatch(*out)
 
@@ -243,8 +250,11 @@ def padding_fraction(batches) -> float:
     """Share of padded token slots over ``batches`` (anything with an ``attention_mask`` / chosen mask)."""
     real = total = 0
     for b in batches:
-        masks = [b.chosen_attention_mask, b.rejected_attention_mask] if isinstance(b, PreferenceBatch) \
+        masks = (
+            [b.chosen_attention_mask, b.rejected_attention_mask]
+            if isinstance(b, PreferenceBatch)
             else [b.attention_mask]
+        )
         for m in masks:
             real += int(np.sum(m))
             total += int(np.size(m))

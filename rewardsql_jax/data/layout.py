@@ -94,11 +94,17 @@ def assemble(
                     where = " or ".join(str(sqlite_path(r, db_id)) for r in db_roots)
                     raise MissingDatabaseError(
                         f"{name}: database '{db_id}' is missing: expected {where}. Put the SQLite file there, "
-                        f"load with on_missing='skip' to drop its questions, or require_db=False to keep them.")
+                        f"load with on_missing='skip' to drop its questions, or require_db=False to keep them."
+                    )
                 n_skipped += 1
                 continue
         if limit is not None and len(examples) >= limit:
             break
         examples.append(to_example(index, row, str(path)))
-    return Benchmark(name=name, examples=tuple(examples), db_root=str(db_roots[0]),
-                     missing_dbs=tuple(sorted(missing)), n_skipped=n_skipped)
+    return Benchmark(
+        name=name,
+        examples=tuple(examples),
+        db_root=str(db_roots[0]),
+        missing_dbs=tuple(sorted(missing)),
+        n_skipped=n_skipped,
+    )

@@ -26,8 +26,10 @@ evidence is empty (Spider, built-in benchmark) it is the question alone, with no
 from __future__ import annotations
 
 REWARD_SQL_HEADER = "You are now a {dialect} data analyst, and you are given a database schema as follows:"
-REWARD_SQL_INSTRUCTION = ("Please read and understand the database schema carefully, and generate an "
-                          "executable SQL based on the user's question and evidence.")
+REWARD_SQL_INSTRUCTION = (
+    "Please read and understand the database schema carefully, and generate an "
+    "executable SQL based on the user's question and evidence."
+)
 
 
 def _check(schema_text: str, question: str, evidence: str) -> None:
@@ -48,11 +50,13 @@ def question_with_evidence(question: str, evidence: str) -> str:
 def reward_sql_prompt(schema_text: str, question: str, evidence: str = "", *, dialect: str = "sqlite") -> str:
     """The raw Reward-SQL prompt (see the module docstring for the exact layout)."""
     _check(schema_text, question, evidence)
-    return (f"{REWARD_SQL_HEADER.format(dialect=dialect)}\n\n"
-            f"【Schema】\n{schema_text.strip()}\n\n"
-            f"【Question】\n{question_with_evidence(question, evidence)}\n\n"
-            f"【Evidence】\n{evidence.strip()}\n\n"
-            f"{REWARD_SQL_INSTRUCTION}\n")
+    return (
+        f"{REWARD_SQL_HEADER.format(dialect=dialect)}\n\n"
+        f"【Schema】\n{schema_text.strip()}\n\n"
+        f"【Question】\n{question_with_evidence(question, evidence)}\n\n"
+        f"【Evidence】\n{evidence.strip()}\n\n"
+        f"{REWARD_SQL_INSTRUCTION}\n"
+    )
 
 
 def plain_prompt(schema_text: str, question: str, evidence: str = "") -> str:
@@ -97,11 +101,13 @@ def cocte_rewrite_prompt(schema_text: str, question: str, gold_sql: str, evidenc
     if not isinstance(gold_sql, str) or not gold_sql.strip():
         raise ValueError("gold_sql must be a non-empty SQL string")
     ex_question, ex_sql, ex_cocte = COCTE_REWRITE_EXAMPLE
-    return ("Your task is to rewrite the following SQL query with common table expressions (a Chain-of-CTEs), "
-            "one reasoning step per CTE. Each CTE is one step that may read the tables and the earlier CTEs; "
-            "separate the steps with a blank line and end with the final SELECT that answers the question. "
-            "The rewrite must return exactly the same result as the original SQL. Answer with the SQL only.\n\n"
-            f"Example:\n【Question】\n{ex_question}\n\n【SQL】\n{ex_sql}\n\n{COCTE_REWRITE_ANSWER}{ex_cocte}\n\n"
-            f"Task:\n【Schema】\n{schema_text.strip()}\n\n"
-            f"【Question】\n{question_with_evidence(question, evidence)}\n\n"
-            f"【SQL】\n{gold_sql.strip()}\n\n{COCTE_REWRITE_ANSWER}")
+    return (
+        "Your task is to rewrite the following SQL query with common table expressions (a Chain-of-CTEs), "
+        "one reasoning step per CTE. Each CTE is one step that may read the tables and the earlier CTEs; "
+        "separate the steps with a blank line and end with the final SELECT that answers the question. "
+        "The rewrite must return exactly the same result as the original SQL. Answer with the SQL only.\n\n"
+        f"Example:\n【Question】\n{ex_question}\n\n【SQL】\n{ex_sql}\n\n{COCTE_REWRITE_ANSWER}{ex_cocte}\n\n"
+        f"Task:\n【Schema】\n{schema_text.strip()}\n\n"
+        f"【Question】\n{question_with_evidence(question, evidence)}\n\n"
+        f"【SQL】\n{gold_sql.strip()}\n\n{COCTE_REWRITE_ANSWER}"
+    )

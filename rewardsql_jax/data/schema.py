@@ -94,8 +94,9 @@ class MSchemaOptions:
         if self.example_num < 0:
             raise ValueError(f"example_num must be >= 0, got {self.example_num}")
         if not 0 < self.long_example_len <= self.max_example_len:
-            raise ValueError("need 0 < long_example_len <= max_example_len, got "
-                             f"{self.long_example_len}, {self.max_example_len}")
+            raise ValueError(
+                f"need 0 < long_example_len <= max_example_len, got {self.long_example_len}, {self.max_example_len}"
+            )
 
 
 def _quote(name: str) -> str:
@@ -111,8 +112,10 @@ def connect_readonly(db_path: str | Path) -> sqlite3.Connection:
 
 
 def _examples(conn: sqlite3.Connection, table: str, column: str, n: int) -> tuple[str, ...]:
-    q = (f"SELECT DISTINCT {_quote(column)} FROM {_quote(table)} "
-         f"WHERE {_quote(column)} IS NOT NULL AND {_quote(column)} <> '' LIMIT {int(n)}")
+    q = (
+        f"SELECT DISTINCT {_quote(column)} FROM {_quote(table)} "
+        f"WHERE {_quote(column)} IS NOT NULL AND {_quote(column)} <> '' LIMIT {int(n)}"
+    )
     try:
         values = [row[0] for row in conn.execute(q)]
     except sqlite3.Error:
@@ -121,18 +124,27 @@ def _examples(conn: sqlite3.Connection, table: str, column: str, n: int) -> tupl
 
 
 def _read_schema(conn: sqlite3.Connection, example_rows: int) -> DbSchema:
-    names = [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
-        "ORDER BY rowid")]
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+            "ORDER BY rowid"
+        )
+    ]
     by_lower = {n.lower(): n for n in names}
     tables, pks, fks = [], {}, []
     for name in names:
         info = list(conn.execute(f"PRAGMA table_info({_quote(name)})"))
         pks[name] = [r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
         columns = tuple(
-            ColumnInfo(name=r[1], type=(r[2] or "").split("(")[0].strip().upper() or "NULL",
-                       primary_key=bool(r[5]), examples=_examples(conn, name, r[1], example_rows))
-            for r in info)
+            ColumnInfo(
+                name=r[1],
+                type=(r[2] or "").split("(")[0].strip().upper() or "NULL",
+                primary_key=bool(r[5]),
+                examples=_examples(conn, name, r[1], example_rows),
+            )
+            for r in info
+        )
         tables.append(TableInfo(name=name, columns=columns))
     for name in names:
         rows = sorted(conn.execute(f"PRAGMA foreign_key_list({_quote(name)})"), key=lambda r: (-r[0], r[1]))
@@ -170,7 +182,7 @@ def _shown_examples(column: ColumnInfo, options: MSchemaOptions) -> list[str]:
     values = list(column.examples)
     if any(_EMAIL.match(v) or "http://" in v or "https://" in v for v in values):
         return []
-    values = values[:options.example_num]
+    values = values[: options.example_num]
     if not values:
         return []
     if column.type in _DATE_TYPES:
@@ -231,8 +243,10 @@ def spider_foreign_keys(tables_entry: Mapping) -> tuple[ForeignKey, ...]:
     """Foreign keys declared in a Spider tables.json entry (original table/column names)."""
     tables = tables_entry["table_names_original"]
     columns = tables_entry["column_names_original"]
-    return tuple(ForeignKey(tables[columns[a][0]], columns[a][1], tables[columns[b][0]], columns[b][1])
-                 for a, b in tables_entry["foreign_keys"])
+    return tuple(
+        ForeignKey(tables[columns[a][0]], columns[a][1], tables[columns[b][0]], columns[b][1])
+        for a, b in tables_entry["foreign_keys"]
+    )
 
 
 def m_schema(
@@ -251,5 +265,6 @@ def m_schema(
     path = Path(db_path)
     schema = read_db_schema(path, example_rows=max(5, options.example_num))
     extra = spider_foreign_keys(tables_entry) if tables_entry is not None else ()
-    return render_m_schema(db_id or path.stem, schema, descriptions=descriptions,
-                           extra_foreign_keys=extra, options=options)
+    return render_m_schema(
+        db_id or path.stem, schema, descriptions=descriptions, extra_foreign_keys=extra, options=options
+    )

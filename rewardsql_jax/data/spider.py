@@ -21,8 +21,10 @@ from rewardsql_jax.data.layout import assemble, read_json_list, require_path, re
 from rewardsql_jax.data.spider_hardness import approx_spider_hardness, spider_hardness
 
 QUESTION_FIELDS = ("question", "SpiderQuestion")
-_HINT = ("Point root at an unpacked Spider folder (dev.json, tables.json, database/<db>/<db>.sqlite), "
-         "e.g. ../shared/data/spider.")
+_HINT = (
+    "Point root at an unpacked Spider folder (dev.json, tables.json, database/<db>/<db>.sqlite), "
+    "e.g. ../shared/data/spider."
+)
 
 
 def _question_field(row: dict, field: str | None) -> str:
@@ -76,11 +78,26 @@ def load_spider(
         if not gold:
             raise ValueError(f"{qfile}: question #{index} has no 'query' (gold SQL)")
         level = spider_hardness(row["sql"]) if isinstance(row.get("sql"), dict) else _approx_or_unknown(gold)
-        return Example(question_id=index, db_id=row["db_id"], question=row[_question_field(row, question_field)],
-                       evidence="", gold_sql=gold, difficulty=level, db_path=db_path)
+        return Example(
+            question_id=index,
+            db_id=row["db_id"],
+            question=row[_question_field(row, question_field)],
+            evidence="",
+            gold_sql=gold,
+            difficulty=level,
+            db_path=db_path,
+        )
 
-    return assemble(name or f"spider:{qfile.parent.name}/{qfile.stem}", rows, to_example, db_roots,
-                    require_db=require_db, on_missing=on_missing, limit=limit, db_ids=db_ids)
+    return assemble(
+        name or f"spider:{qfile.parent.name}/{qfile.stem}",
+        rows,
+        to_example,
+        db_roots,
+        require_db=require_db,
+        on_missing=on_missing,
+        limit=limit,
+        db_ids=db_ids,
+    )
 
 
 @lru_cache(maxsize=8)

@@ -79,9 +79,11 @@ def hardness_from_counts(comp1: int, comp2: int, others: int) -> str:
         return "easy"
     if (others <= 2 and comp1 <= 1 and comp2 == 0) or (comp1 <= 2 and others < 2 and comp2 == 0):
         return "medium"
-    if ((others > 2 and comp1 <= 2 and comp2 == 0)
-            or (2 < comp1 <= 3 and others <= 2 and comp2 == 0)
-            or (comp1 <= 1 and others == 0 and comp2 <= 1)):
+    if (
+        (others > 2 and comp1 <= 2 and comp2 == 0)
+        or (2 < comp1 <= 3 and others <= 2 and comp2 == 0)
+        or (comp1 <= 1 and others == 0 and comp2 <= 1)
+    ):
         return "hard"
     return "extra"
 
@@ -92,6 +94,7 @@ def spider_hardness(sql_tree: dict) -> str:
 
 
 # ---------------------------------------------------------------- sqlglot approximation
+
 
 def _own_nodes(node: exp.Expression | None, kind):
     """Nodes of `kind` under `node` that belong to the same query level (not inside a subquery)."""

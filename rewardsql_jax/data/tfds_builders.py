@@ -35,8 +35,10 @@ from pathlib import Path
 try:
     import tensorflow_datasets as tfds
 except ImportError as err:  # the core install stays light; this module is the only user
-    raise ImportError("rewardsql_jax.data.tfds_builders needs tensorflow-datasets: pip install -e '.[tfds]' "
-                      "(TensorFlow itself is not required)") from err
+    raise ImportError(
+        "rewardsql_jax.data.tfds_builders needs tensorflow-datasets: pip install -e '.[tfds]' "
+        "(TensorFlow itself is not required)"
+    ) from err
 import grain
 import numpy as np
 
@@ -52,8 +54,12 @@ log = logging.getLogger(__name__)
 
 EXAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Example))
 TEXT_FIELDS = tuple(name for name in EXAMPLE_FIELDS if name != "question_id") + ("schema", "prompt")
-SPIDER_SPLITS = {"train": ("train_spider.json", "database"), "train_others": ("train_others.json", "database"),
-                 "dev": ("dev.json", "database"), "test": ("test.json", "test_database")}
+SPIDER_SPLITS = {
+    "train": ("train_spider.json", "database"),
+    "train_others": ("train_others.json", "database"),
+    "dev": ("dev.json", "database"),
+    "test": ("test.json", "test_database"),
+}
 BIRD_SPLITS = ("train", "dev")
 
 
@@ -76,8 +82,9 @@ def _features():
 def _records(benchmark: Benchmark, config: SchemaConfig):
     """(key, record) per example, in the loader's order; schema text computed once per database."""
     if not benchmark.examples:
-        raise FileNotFoundError(f"{benchmark.summary()}: no question has its database under the manual dir, "
-                                "so there is nothing to build")
+        raise FileNotFoundError(
+            f"{benchmark.summary()}: no question has its database under the manual dir, so there is nothing to build"
+        )
     if benchmark.missing_dbs:
         log.warning("%s", benchmark.summary())
     options, schemas = MSchemaOptions(example_num=config.example_num), {}
@@ -86,8 +93,10 @@ def _records(benchmark: Benchmark, config: SchemaConfig):
             descriptions = read_bird_descriptions(Path(ex.db_path).parent) if config.descriptions else None
             schemas[ex.db_path] = m_schema(ex.db_path, db_id=ex.db_id, descriptions=descriptions, options=options)
         schema = schemas[ex.db_path]
-        yield i, {**dataclasses.asdict(ex), "schema": schema,
-                  "prompt": reward_sql_prompt(schema, ex.question, ex.evidence)}
+        yield (
+            i,
+            {**dataclasses.asdict(ex), "schema": schema, "prompt": reward_sql_prompt(schema, ex.question, ex.evidence)},
+        )
 
 
 class _TextToSqlBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -98,8 +107,9 @@ class _TextToSqlBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True)
     BUILDER_CONFIGS = [SchemaConfig(name="default")]
 
     def _info(self) -> tfds.core.DatasetInfo:
-        return tfds.core.DatasetInfo(builder=self, description=self.__doc__, features=_features(),
-                                     disable_shuffling=True)
+        return tfds.core.DatasetInfo(
+            builder=self, description=self.__doc__, features=_features(), disable_shuffling=True
+        )
 
     def _generate_examples(self, benchmark: Benchmark):
         yield from _records(benchmark, self.builder_config)
@@ -119,22 +129,29 @@ class _TextToSqlBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True)
 class RewardsqlSpider(_TextToSqlBuilder):
     """Spider 1.0 questions with gold SQL, computed hardness, SQLite path, M-Schema and Reward-SQL prompt."""
 
-    MANUAL_DOWNLOAD_INSTRUCTIONS = ("Unpack the official Spider zip and pass its folder as manual_dir: dev.json "
-                                    "(and/or train_spider.json, train_others.json, test.json), tables.json, "
-                                    "database/<db_id>/<db_id>.sqlite (test_database/ for test.json).")
+    MANUAL_DOWNLOAD_INSTRUCTIONS = (
+        "Unpack the official Spider zip and pass its folder as manual_dir: dev.json "
+        "(and/or train_spider.json, train_others.json, test.json), tables.json, "
+        "database/<db_id>/<db_id>.sqlite (test_database/ for test.json)."
+    )
 
     def _benchmarks(self, manual_dir: Path) -> dict[str, Benchmark]:
-        return {split: load_spider(manual_dir, questions=questions, db_dir=db_dir)
-                for split, (questions, db_dir) in SPIDER_SPLITS.items() if (manual_dir / questions).is_file()}
+        return {
+            split: load_spider(manual_dir, questions=questions, db_dir=db_dir)
+            for split, (questions, db_dir) in SPIDER_SPLITS.items()
+            if (manual_dir / questions).is_file()
+        }
 
 
 class RewardsqlBird(_TextToSqlBuilder):
     """BIRD questions with evidence, gold SQL, difficulty, SQLite path, M-Schema and Reward-SQL prompt."""
 
     BUILDER_CONFIGS = [SchemaConfig(name="default"), SchemaConfig(name="descriptions", descriptions=True)]
-    MANUAL_DOWNLOAD_INSTRUCTIONS = ("Unpack the official BIRD train and/or dev zips so that manual_dir holds "
-                                    "<split>.json and <split>_databases/<db_id>/<db_id>.sqlite, directly or "
-                                    "under a <split>/ sub-folder (split = train, dev).")
+    MANUAL_DOWNLOAD_INSTRUCTIONS = (
+        "Unpack the official BIRD train and/or dev zips so that manual_dir holds "
+        "<split>.json and <split>_databases/<db_id>/<db_id>.sqlite, directly or "
+        "under a <split>/ sub-folder (split = train, dev)."
+    )
 
     def _benchmarks(self, manual_dir: Path) -> dict[str, Benchmark]:
         out = {}
@@ -161,8 +178,9 @@ def _prepare_kwargs(manual_dir: str | Path) -> dict:
     return {"download_config": tfds.download.DownloadConfig(manual_dir=manual_dir, try_download_gcs=False)}
 
 
-def build(name: str, *, manual_dir: str | Path, data_dir: str | Path | None = None,
-          config: str | SchemaConfig | None = None) -> tfds.core.DatasetBuilder:
+def build(
+    name: str, *, manual_dir: str | Path, data_dir: str | Path | None = None, config: str | SchemaConfig | None = None
+) -> tfds.core.DatasetBuilder:
     """Build every split of `name` ("rewardsql_spider" / "rewardsql_bird") found in `manual_dir` into
     `data_dir` as ArrayRecord (a no-op when already built) and return the builder.
 
@@ -174,13 +192,23 @@ def build(name: str, *, manual_dir: str | Path, data_dir: str | Path | None = No
     return builder
 
 
-def data_source(name: str, *, split: str, manual_dir: str | Path, data_dir: str | Path | None = None,
-                config: str | SchemaConfig | None = None):
+def data_source(
+    name: str,
+    *,
+    split: str,
+    manual_dir: str | Path,
+    data_dir: str | Path | None = None,
+    config: str | SchemaConfig | None = None,
+):
     """`tfds.data_source` of `split` (built first if needed, see `build`): a random-access sequence
     (len, [i]) of raw records, text fields as bytes (`decode_record` / `to_example` convert them)."""
-    return tfds.data_source(name, split=split, data_dir=_dir(data_dir),
-                            builder_kwargs=_builder_kwargs(config),
-                            download_and_prepare_kwargs=_prepare_kwargs(manual_dir))
+    return tfds.data_source(
+        name,
+        split=split,
+        data_dir=_dir(data_dir),
+        builder_kwargs=_builder_kwargs(config),
+        download_and_prepare_kwargs=_prepare_kwargs(manual_dir),
+    )
 
 
 def decode_record(raw: dict) -> dict:
@@ -200,8 +228,9 @@ def record_dataset(source: Sequence) -> grain.MapDataset:
     return grain.MapDataset.source(source).map(decode_record)
 
 
-def prompt_records(source: Sequence, tokenizer, *, chat_template: bool = False,
-                   system: str | None = None) -> list[dict]:
+def prompt_records(
+    source: Sequence, tokenizer, *, chat_template: bool = False, system: str | None = None
+) -> list[dict]:
     """Decoded records plus `prompt_ids` (the tokenized `prompt`), ready for grain_pipelines."""
     records = [decode_record(source[i]) for i in range(len(source))]
     ids = encode_prompts(tokenizer, [r["prompt"] for r in records], chat_template=chat_template, system=system)
@@ -227,7 +256,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     builder = build(args.name, manual_dir=args.manual_dir, data_dir=args.data_dir, config=args.config)
     for split, info in builder.info.splits.items():
-        print(f"{builder.name}/{builder.builder_config.name} {split}: {info.num_examples} records in {builder.data_dir}")
+        print(
+            f"{builder.name}/{builder.builder_config.name} {split}: {info.num_examples} records in {builder.data_dir}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Local HF tokenizers and prompt formatting: raw strings by default (Reward-SQL), chat template on request."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,7 +39,9 @@ def format_prompt(tokenizer, text: str, *, chat_template: bool = False, system: 
             f"chat_template=True but tokenizer {type(tokenizer).__name__} has no chat template; "
             "use a chat model's tokenizer, set tokenizer.chat_template, or use raw prompts (chat_template=False)"
         )
-    messages = ([{"role": "system", "content": system}] if system is not None else []) + [{"role": "user", "content": text}]
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + [
+        {"role": "user", "content": text}
+    ]
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
@@ -55,8 +58,10 @@ def encode_prompts(tokenizer, texts, *, chat_template: bool = False, system: str
         raise ValueError("encode_prompts got an empty list of prompts")
     out = []
     for text in texts:
-        ids = tokenizer.encode(format_prompt(tokenizer, text, chat_template=chat_template, system=system),
-                               add_special_tokens=not chat_template)
+        ids = tokenizer.encode(
+            format_prompt(tokenizer, text, chat_template=chat_template, system=system),
+            add_special_tokens=not chat_template,
+        )
         if not ids:
             raise ValueError(f"prompt {text!r} encodes to no tokens; prompts must be non-empty")
         out.append([int(i) for i in ids])

@@ -6,6 +6,7 @@ Python finds; it points the package's search path at ``kernels/`` and runs ``ker
 body, so both ways give the same package (DESIGN.md: a top-level ``kernels`` import name belongs to another
 PyPI package, so the folder is never importable as ``kernels``).
 """
+
 from pathlib import Path as _Path
 
 _INIT = _Path(__file__).resolve().parents[2] / "kernels" / "__init__.py"

@@ -7,8 +7,7 @@ import jax.numpy as jnp
 AGG_MODES = ("grpo", "bnpo", "dr_grpo", "dapo", "token_mean")
 
 
-def aggregate(per_token, mask, mode: str = "grpo", *, max_len: int | None = None,
-              num_items_in_batch=None):
+def aggregate(per_token, mask, mode: str = "grpo", *, max_len: int | None = None, num_items_in_batch=None):
     """Aggregate a [B, T] per-token loss over the masked tokens (TRL GRPOTrainer._compute_loss).
 
     Modes (TRL `loss_type` names; "token_mean" is verl's name for bnpo):

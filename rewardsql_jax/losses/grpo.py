@@ -53,10 +53,25 @@ def clip_metrics(ratio, advantages, mask, clip_eps_low: float, clip_eps_high: fl
 
 
 @register("grpo", family="policy_gradient")
-def grpo(logprobs, old_logprobs, advantages, mask, *, ref_logprobs=None, clip_eps: float = 0.2,
-         clip_eps_high: float | None = None, beta: float = 0.0, kl: str = "k3", agg: str = "grpo",
-         max_len: int | None = None, kl_clamp: float | None = None, kl_log_ratio_clamp: float | None = None,
-         entropy=None, entropy_coef: float = 0.0, num_items_in_batch=None):
+def grpo(
+    logprobs,
+    old_logprobs,
+    advantages,
+    mask,
+    *,
+    ref_logprobs=None,
+    clip_eps: float = 0.2,
+    clip_eps_high: float | None = None,
+    beta: float = 0.0,
+    kl: str = "k3",
+    agg: str = "grpo",
+    max_len: int | None = None,
+    kl_clamp: float | None = None,
+    kl_log_ratio_clamp: float | None = None,
+    entropy=None,
+    entropy_coef: float = 0.0,
+    num_items_in_batch=None,
+):
     """GRPO policy loss (Shao et al. 2024, DeepSeekMath Eq. 3; Reward-SQL Sec. 5.3 L_GRPO), as TRL computes it.
 
     per_token = -min(r*A, clip(r, 1-eps, 1+eps_high)*A) + beta * KL_t - entropy_coef * H_t,  r = exp(logp - old_logp),
@@ -80,13 +95,15 @@ def grpo(logprobs, old_logprobs, advantages, mask, *, ref_logprobs=None, clip_ep
       (loss, metrics) with metrics clip_ratio/{low,high,region}, kl (when ref given), entropy (when given).
     """
     check_rank("logprobs", logprobs, 2, "[B, T]")
-    check_same_shape("logprobs", logprobs, old_logprobs=old_logprobs, mask=mask, ref_logprobs=ref_logprobs,
-                     entropy=entropy)
+    check_same_shape(
+        "logprobs", logprobs, old_logprobs=old_logprobs, mask=mask, ref_logprobs=ref_logprobs, entropy=entropy
+    )
     check_choice("agg", agg, AGG_MODES)
     check_choice("kl", kl, KL_ESTIMATORS)
     if beta != 0.0 and ref_logprobs is None:
-        raise ValueError("beta != 0 needs ref_logprobs (the reference policy's per-token log-probs); "
-                         "pass them or set beta=0.0.")
+        raise ValueError(
+            "beta != 0 needs ref_logprobs (the reference policy's per-token log-probs); pass them or set beta=0.0."
+        )
     logprobs = at_least_float32(logprobs)
     # old and ref log-probs are constants of the objective (TRL computes them under no_grad)
     old = jax.lax.stop_gradient(logprobs if old_logprobs is None else at_least_float32(old_logprobs))
@@ -98,8 +115,13 @@ def grpo(logprobs, old_logprobs, advantages, mask, *, ref_logprobs=None, clip_ep
     per_token, ratio = clipped_surrogate(logprobs, old, adv, eps_low, eps_high)
     metrics = clip_metrics(ratio, adv, mask, eps_low, eps_high)
     if ref_logprobs is not None:
-        per_token_kl = kl_estimate(logprobs, jax.lax.stop_gradient(at_least_float32(ref_logprobs)), kl, clamp=kl_clamp,
-                                   log_ratio_clamp=kl_log_ratio_clamp)
+        per_token_kl = kl_estimate(
+            logprobs,
+            jax.lax.stop_gradient(at_least_float32(ref_logprobs)),
+            kl,
+            clamp=kl_clamp,
+            log_ratio_clamp=kl_log_ratio_clamp,
+        )
         if beta != 0.0:
             per_token = per_token + beta * per_token_kl
         metrics["kl"] = masked_mean(per_token_kl, mask)

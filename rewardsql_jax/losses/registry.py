@@ -13,6 +13,7 @@ new loss is one decorated function in one file (no adapter to write):
 mask's tokens) or "sequence_mean" (rows). Built-in losses with their own batch handling (grpo's aggregation
 modes, REINFORCE++'s whole-batch returns, rejection sampling's filter) keep their own adapters.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,8 +36,9 @@ class LossSpec:
 _LOSSES: dict[str, LossSpec] = {}
 
 
-def register(name: str, *, family: str, reduction: str = "token_mean",
-             override: bool = False) -> Callable[[Callable], Callable]:
+def register(
+    name: str, *, family: str, reduction: str = "token_mean", override: bool = False
+) -> Callable[[Callable], Callable]:
     """Decorator registering ``fn(...) -> (loss, metrics)`` under ``name`` in ``family`` (module docstring).
 
     Registering a name twice raises ValueError unless override=True, so two files cannot silently collide.
@@ -44,16 +46,20 @@ def register(name: str, *, family: str, reduction: str = "token_mean",
     if not isinstance(name, str) or not name:
         raise ValueError(f"loss name must be a non-empty string, got {name!r}.")
     if family not in FAMILIES:
-        raise ValueError(f"loss {name!r}: family={family!r}; choose one of {list(FAMILIES)} (it decides which "
-                         f"batch and arguments the train step gives the loss).")
+        raise ValueError(
+            f"loss {name!r}: family={family!r}; choose one of {list(FAMILIES)} (it decides which "
+            f"batch and arguments the train step gives the loss)."
+        )
     if reduction not in REDUCTIONS:
         raise ValueError(f"loss {name!r}: reduction={reduction!r}; choose one of {list(REDUCTIONS)}.")
 
     def decorator(fn: Callable) -> Callable:
         old = _LOSSES.get(name)
         if old is not None and old.fn is not fn and not override:
-            raise ValueError(f"a loss named {name!r} is already registered ({old.fn.__module__}.{old.fn.__name__}); "
-                             f"pick another name or pass override=True.")
+            raise ValueError(
+                f"a loss named {name!r} is already registered ({old.fn.__module__}.{old.fn.__name__}); "
+                f"pick another name or pass override=True."
+            )
         _LOSSES[name] = LossSpec(name, fn, family, reduction)
         return fn
 
@@ -65,9 +71,11 @@ def spec(name: str) -> LossSpec:
     try:
         return _LOSSES[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown loss {name!r}; registered losses: {', '.join(names())}. Register a new one with "
-                         f"@rewardsql_jax.losses.register({name!r}, family=...) in a file you load with "
-                         f"plugins=path/to/file.py.") from None
+        raise ValueError(
+            f"unknown loss {name!r}; registered losses: {', '.join(names())}. Register a new one with "
+            f"@rewardsql_jax.losses.register({name!r}, family=...) in a file you load with "
+            f"plugins=path/to/file.py."
+        ) from None
 
 
 def get(name: str) -> Callable:

@@ -14,9 +14,22 @@ from .shapes import check_choice, check_rank, check_same_shape
 
 
 @register("reinforce_pp", family="policy_gradient")
-def reinforce_pp(logprobs, old_logprobs, token_rewards, mask, *, ref_logprobs=None, kl_coef: float = 0.0,
-                 clip_eps: float = 0.2, gamma: float = 1.0, clip_eps_high: float | None = None, kl: str = "k1",
-                 whiten: bool = True, dual_clip: float | None = None, agg: str = "token_mean"):
+def reinforce_pp(
+    logprobs,
+    old_logprobs,
+    token_rewards,
+    mask,
+    *,
+    ref_logprobs=None,
+    kl_coef: float = 0.0,
+    clip_eps: float = 0.2,
+    gamma: float = 1.0,
+    clip_eps_high: float | None = None,
+    kl: str = "k1",
+    whiten: bool = True,
+    dual_clip: float | None = None,
+    agg: str = "token_mean",
+):
     """REINFORCE++: KL-in-reward, return-to-go, global whitening, then the PPO-clip loss (verl defaults).
 
     A = masked_whiten(G), G_t = sum_{k>=t} gamma^(k-t) (r_k - kl_coef * KL_k(old || ref)) (rewards/returns.py),
@@ -32,8 +45,14 @@ def reinforce_pp(logprobs, old_logprobs, token_rewards, mask, *, ref_logprobs=No
     Returns: (loss, metrics) with clip_ratio/{low,high,region}, returns/mean, rewards/mean and kl when ref given.
     """
     check_rank("logprobs", logprobs, 2, "[B, T]")
-    check_same_shape("logprobs", logprobs, old_logprobs=old_logprobs, token_rewards=token_rewards, mask=mask,
-                     ref_logprobs=ref_logprobs)
+    check_same_shape(
+        "logprobs",
+        logprobs,
+        old_logprobs=old_logprobs,
+        token_rewards=token_rewards,
+        mask=mask,
+        ref_logprobs=ref_logprobs,
+    )
     check_choice("agg", agg, AGG_MODES)
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1.0 (verl's clip_ratio_c, e.g. 3.0), got {dual_clip}.")
@@ -41,8 +60,9 @@ def reinforce_pp(logprobs, old_logprobs, token_rewards, mask, *, ref_logprobs=No
     old = jax.lax.stop_gradient(logprobs if old_logprobs is None else at_least_float32(old_logprobs))
     mask = at_least_float32(mask)
     ref = None if ref_logprobs is None else jax.lax.stop_gradient(at_least_float32(ref_logprobs))
-    rr = reinforce_pp_returns(token_rewards, mask, gamma=gamma, old_logprobs=old, ref_logprobs=ref,
-                              kl_coef=kl_coef, kl=kl, whiten=whiten)
+    rr = reinforce_pp_returns(
+        token_rewards, mask, gamma=gamma, old_logprobs=old, ref_logprobs=ref, kl_coef=kl_coef, kl=kl, whiten=whiten
+    )
     adv = jax.lax.stop_gradient(rr.advantages)
     eps_high = clip_eps if clip_eps_high is None else clip_eps_high
     per_token, ratio = clipped_surrogate(logprobs, old, adv, clip_eps, eps_high)

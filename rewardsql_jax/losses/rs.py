@@ -22,8 +22,9 @@ def rs(logits, targets, mask, rewards, *, threshold: float = 0.0, reduction: str
     """
     rewards = jnp.asarray(rewards, jnp.float32)
     if rewards.shape != (jnp.shape(logits)[0],):
-        raise ValueError(f"rewards must have shape [{jnp.shape(logits)[0]}] (one per candidate), "
-                         f"got {tuple(rewards.shape)}.")
+        raise ValueError(
+            f"rewards must have shape [{jnp.shape(logits)[0]}] (one per candidate), got {tuple(rewards.shape)}."
+        )
     keep = (rewards > threshold).astype(jnp.float32)
     loss, metrics = sft(logits, targets, jnp.asarray(mask, jnp.float32) * keep[:, None], reduction=reduction)
     metrics["kept_fraction"] = jnp.mean(keep)

@@ -40,8 +40,9 @@ def sft(logits, targets, mask, *, reduction: str = "token_mean", weights=None):
     w_nll = nll
     if weights is not None:
         if tuple(jnp.shape(weights)) != (logits.shape[0],):
-            raise ValueError(f"weights must have shape [{logits.shape[0]}] (one per sequence), "
-                             f"got {tuple(jnp.shape(weights))}.")
+            raise ValueError(
+                f"weights must have shape [{logits.shape[0]}] (one per sequence), got {tuple(jnp.shape(weights))}."
+            )
         w_nll = nll * jnp.asarray(weights, jnp.float32)[:, None]
     if reduction == "token_mean":
         loss = jnp.sum(w_nll * m) / jnp.maximum(jnp.sum(m), 1.0)

@@ -28,8 +28,7 @@ def check_leading(ref_name: str, ref_shape: Sequence[int], name: str, x) -> None
     """Raise ValueError unless x.shape starts with `ref_shape` (e.g. per-sequence [B] against [B, T])."""
     if tuple(x.shape[: len(ref_shape)]) != tuple(ref_shape):
         raise ValueError(
-            f"{name} has shape {tuple(x.shape)}; its leading dimensions must equal {tuple(ref_shape)} "
-            f"from {ref_name}."
+            f"{name} has shape {tuple(x.shape)}; its leading dimensions must equal {tuple(ref_shape)} from {ref_name}."
         )
 
 

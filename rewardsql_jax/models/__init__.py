@@ -1,4 +1,5 @@
 """Flax NNX decoder models (Qwen2, Llama), HF checkpoint I/O, sharding rules, PRM head."""
+
 from .config import ModelConfig
 from .fresh import fresh_config, fresh_model
 from .hf import from_pretrained, save_pretrained

@@ -1,4 +1,5 @@
 """Model configuration: one frozen dataclass for every decoder family, read from a HF ``config.json``."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,8 @@ class ModelConfig:
     eos_token_id: int | tuple[int, ...] | None = None
     dtype: str = "float32"
     param_dtype: str = "float32"
-    attention_impl: str = "xla"   # xla | auto (Pallas on TPU/GPU, jnp reference on CPU) | pallas_interpret | reference
-    remat: bool = False           # recompute each layer in the backward pass (activation memory ~ one layer)
+    attention_impl: str = "xla"  # xla | auto (Pallas on TPU/GPU, jnp reference on CPU) | pallas_interpret | reference
+    remat: bool = False  # recompute each layer in the backward pass (activation memory ~ one layer)
 
     def __post_init__(self):
         if self.attention_impl not in ATTENTION_IMPLS:

@@ -10,6 +10,7 @@ because they usually mean a wrong architecture; ``strict=False`` turns this into
 Known weight-free buffers (``rotary_emb.inv_freq``) are skipped silently; a redundant
 ``lm_head.weight`` in a tied-embedding checkpoint is skipped with a warning.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,7 +55,9 @@ def _weight_map(path: Path) -> dict[str, Path]:
         return {key: files[name] for key, name in wm.items()}
     files = sorted(path.glob("*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"no *.safetensors files in {path}; save the model with safetensors (not pytorch_model.bin)")
+        raise FileNotFoundError(
+            f"no *.safetensors files in {path}; save the model with safetensors (not pytorch_model.bin)"
+        )
     out = {}
     for f in files:
         with safe_open(f, framework="numpy") as fh:
@@ -77,12 +80,17 @@ def _check_keys(table: tuple[KeyMap, ...], weight_map: dict[str, Path], path: Pa
     if tied and "lm_head.weight" in extra:
         # some exporters write the tied copy anyway; the model reads embed_tokens, so it is redundant
         extra.remove("lm_head.weight")
-        warnings.warn(f"checkpoint {path} stores lm_head.weight although tie_word_embeddings=true; "
-                      "using model.embed_tokens.weight as the output projection", stacklevel=3)
+        warnings.warn(
+            f"checkpoint {path} stores lm_head.weight although tie_word_embeddings=true; "
+            "using model.embed_tokens.weight as the output projection",
+            stacklevel=3,
+        )
     if extra:
         msg = f"checkpoint {path} has {len(extra)} tensor(s) the model does not use, e.g. {extra[:3]}"
         if strict:
-            raise ValueError(msg + "; check config.json (e.g. tie_word_embeddings, attention_bias) or pass strict=False")
+            raise ValueError(
+                msg + "; check config.json (e.g. tie_word_embeddings, attention_bias) or pass strict=False"
+            )
         warnings.warn(msg + "; ignored", stacklevel=3)
 
 
@@ -138,7 +146,9 @@ def from_pretrained(
     flat = dict(nnx.to_flat_state(state))
     rows_by_path = {row.path: row for row in table}
     if set(rows_by_path) != set(flat):
-        raise RuntimeError(f"hf_keys table and model parameters disagree: {set(rows_by_path) ^ set(flat)}")  # a bug here, not user input
+        raise RuntimeError(
+            f"hf_keys table and model parameters disagree: {set(rows_by_path) ^ set(flat)}"
+        )  # a bug here, not user input
     weight_map = _weight_map(path)
     _check_keys(table, weight_map, path, strict, cfg.tie_word_embeddings)
     loaded = []
@@ -193,7 +203,11 @@ def save_pretrained(model: nnx.Module, path, *, dtype=None, max_shard_size="5GB"
 
     for stale in list(path.glob("*.safetensors")) + [path / INDEX_NAME]:
         stale.unlink(missing_ok=True)
-    names = [SINGLE_NAME] if len(groups) == 1 else [f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
+    names = (
+        [SINGLE_NAME]
+        if len(groups) == 1
+        else [f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
+    )
     weight_map, total = {}, 0
     for name, group in zip(names, groups):
         tensors = {}

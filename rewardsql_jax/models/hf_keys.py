@@ -4,6 +4,7 @@ HF ``nn.Linear`` stores ``weight [out, in]``; our ``Linear.kernel`` is ``[in, ou
 projection kernel is transposed on the way in and out. Embeddings, norms and biases are copied as is.
 With tied embeddings the checkpoint has no ``lm_head.weight`` and the model no ``lm_head``.
 """
+
 from __future__ import annotations
 
 import dataclasses

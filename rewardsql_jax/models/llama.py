@@ -1,4 +1,5 @@
 """Llama family: GQA without q/k/v bias (unless ``attention_bias``), RoPE, RMSNorm, SwiGLU."""
+
 from __future__ import annotations
 
 from flax import nnx

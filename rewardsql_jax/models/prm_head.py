@@ -4,6 +4,7 @@ The PRM is the policy architecture itself: a step is scored by the probability o
 against " -" at the step-tag token " и" (DESIGN.md). Only the two unembedding columns are used, so
 scoring never computes the ``[B, T, V]`` vocabulary projection.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,11 @@ def _single_token(tokenizer, text: str, role: str) -> int:
 
 def step_tag_ids(tokenizer, tag: str = " и", plus: str = " +", minus: str = " -") -> StepTags:
     """Token ids of ``tag``, ``plus`` and ``minus`` read from ``tokenizer`` (each must be one token)."""
-    out = StepTags(_single_token(tokenizer, tag, "step tag"), _single_token(tokenizer, plus, "'+' label"),
-                   _single_token(tokenizer, minus, "'-' label"))
+    out = StepTags(
+        _single_token(tokenizer, tag, "step tag"),
+        _single_token(tokenizer, plus, "'+' label"),
+        _single_token(tokenizer, minus, "'-' label"),
+    )
     if out.plus_id == out.minus_id:
         raise ValueError(f"the '+' label {plus!r} and '-' label {minus!r} map to the same token id {out.plus_id}")
     return out

@@ -1,4 +1,5 @@
 """Qwen2 family (Qwen2.5, Qwen2.5-Coder): GQA with q/k/v bias, RoPE theta from config, tied or untied embeddings."""
+
 from __future__ import annotations
 
 from flax import nnx

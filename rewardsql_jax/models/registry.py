@@ -1,4 +1,5 @@
 """Model family lookup: ``model_type`` -> NNX class."""
+
 from __future__ import annotations
 
 from flax import nnx

@@ -9,6 +9,7 @@ Divisibility: when a mesh axis does not divide the dimension it would shard (e.g
 tensor=4, or vocab 151 over fsdp=2), that mesh axis is dropped for that dimension (replicated
 instead) rather than failing or padding. A mesh axis is also used at most once per array.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,31 +36,35 @@ class AxisRules:
         for name, mesh_axes in self.rules:
             if name == logical:
                 return mesh_axes
-        raise KeyError(f"logical axis {logical!r} has no sharding rule; add it to AxisRules (known: {[r[0] for r in self.rules]})")
+        raise KeyError(
+            f"logical axis {logical!r} has no sharding rule; add it to AxisRules (known: {[r[0] for r in self.rules]})"
+        )
 
 
-DEFAULT_RULES = AxisRules(rules=(
-    # parameters
-    ("vocab", "tensor"),
-    ("embed", "fsdp"),
-    ("q_heads", "tensor"),
-    ("kv_heads", "tensor"),
-    ("mlp", "tensor"),
-    ("norm", None),
-    # activations
-    ("batch", ("data", "fsdp")),
-    ("seq", None),
-    ("act_embed", None),
-    ("act_heads", "tensor"),
-    ("act_kv_heads", "tensor"),
-    ("act_mlp", "tensor"),
-    ("act_vocab", "tensor"),
-    ("head_dim", None),
-    # KV cache [B, S, Hkv, D]
-    ("cache_batch", ("data", "fsdp")),
-    ("cache_seq", None),
-    ("cache_kv_heads", "tensor"),
-))
+DEFAULT_RULES = AxisRules(
+    rules=(
+        # parameters
+        ("vocab", "tensor"),
+        ("embed", "fsdp"),
+        ("q_heads", "tensor"),
+        ("kv_heads", "tensor"),
+        ("mlp", "tensor"),
+        ("norm", None),
+        # activations
+        ("batch", ("data", "fsdp")),
+        ("seq", None),
+        ("act_embed", None),
+        ("act_heads", "tensor"),
+        ("act_kv_heads", "tensor"),
+        ("act_mlp", "tensor"),
+        ("act_vocab", "tensor"),
+        ("head_dim", None),
+        # KV cache [B, S, Hkv, D]
+        ("cache_batch", ("data", "fsdp")),
+        ("cache_seq", None),
+        ("cache_kv_heads", "tensor"),
+    )
+)
 
 
 def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices=None) -> Mesh:
@@ -80,7 +85,9 @@ def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices=None) -> M
     return Mesh(np.asarray(devices).reshape(sizes), MESH_AXES)
 
 
-def logical_to_spec(logical_axes, rules: AxisRules = DEFAULT_RULES, *, shape=None, mesh: Mesh | None = None) -> PartitionSpec:
+def logical_to_spec(
+    logical_axes, rules: AxisRules = DEFAULT_RULES, *, shape=None, mesh: Mesh | None = None
+) -> PartitionSpec:
     """PartitionSpec for an array with the given logical axes.
 
     With ``shape`` and ``mesh``, mesh axes whose size does not divide the dimension (or that an

@@ -9,6 +9,7 @@ loss and, by the chain rule (the prompt's gradient is the sum over its G complet
 ones up to fp32 summation order, while the prompt's share of the FLOPs drops by G. With Reward-SQL's
 shapes (prompt up to 8192 tokens, 512 generated, G = 8) that is most of the step.
 """
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -26,8 +27,10 @@ def shared_prefix_hidden(model, prompt_ids, prompt_mask, completion_ids):
     """
     prompt_ids, completion_ids = jnp.asarray(prompt_ids), jnp.asarray(completion_ids)
     if prompt_ids.ndim != 2 or completion_ids.ndim != 3 or completion_ids.shape[0] != prompt_ids.shape[0]:
-        raise ValueError(f"prompt_ids must be [P, Lp] and completion_ids [P, G, Lc] with the same P, got "
-                         f"{prompt_ids.shape} and {completion_ids.shape}")
+        raise ValueError(
+            f"prompt_ids must be [P, Lp] and completion_ids [P, G, Lc] with the same P, got "
+            f"{prompt_ids.shape} and {completion_ids.shape}"
+        )
     p, lp = prompt_ids.shape
     _, g, lc = completion_ids.shape
     prompt_mask = jnp.asarray(prompt_mask).astype(bool)
@@ -45,7 +48,12 @@ def shared_prefix_hidden(model, prompt_ids, prompt_mask, completion_ids):
     own_cache = init_cache(cfg, p * g, n_in, heads_first=True)
     lengths = jnp.repeat(jnp.sum(prompt_mask, axis=-1), g)
     comp_positions = lengths[:, None] + jnp.arange(n_in)[None, :]
-    comp_hidden, _ = model.hidden_with_cache(completion_ids.reshape(p * g, lc)[:, :-1], comp_positions, own_cache,
-                                             write_index=0, key_mask=jnp.ones((p * g, n_in), bool),
-                                             prefix=(prompt_cache, prompt_mask))
+    comp_hidden, _ = model.hidden_with_cache(
+        completion_ids.reshape(p * g, lc)[:, :-1],
+        comp_positions,
+        own_cache,
+        write_index=0,
+        key_mask=jnp.ones((p * g, n_in), bool),
+        prefix=(prompt_cache, prompt_mask),
+    )
     return jnp.concatenate([first, comp_hidden], axis=1).reshape(p, g, lc, -1)

@@ -8,6 +8,7 @@ mesh axes through one rules table. Parameter names mirror the HF checkpoint name
 Padding: positions come from ``cumsum(attention_mask) - 1``, so left- and right-padded rows give the
 logits of the unpadded sequence at real positions.
 """
+
 from __future__ import annotations
 
 import functools
@@ -163,6 +164,7 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     # own block [B, Hkv, T, groups, S]
     s_own = jnp.einsum("btkgd,bksd->bktgs", q, k.astype(cdt), preferred_element_type=jnp.float32) * scale
     s_own = jnp.where(mask[:, None, :, None, :], s_own, neg)
+
     # the two blocks' per-query statistics in the row layout [B, Hkv, T, groups]
     def to_rows(x):
         return x.reshape(p, hkv, g, t, groups, *x.shape[3:]).swapaxes(1, 2).reshape(b, hkv, t, groups, *x.shape[3:])
@@ -177,8 +179,9 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     e_own = jnp.exp(s_own - m[..., None])
     denom = to_rows(jnp.sum(e_prefix, axis=-1)) + jnp.sum(e_own, axis=-1)
     vdt = v.dtype  # unnormalised probabilities in [0, 1] enter the PV matmuls in the cache dtype
-    out = to_rows(jnp.einsum("pkqw,pkwd->pkqd", e_prefix.astype(vdt), prefix_v.astype(vdt),
-                             preferred_element_type=jnp.float32))
+    out = to_rows(
+        jnp.einsum("pkqw,pkwd->pkqd", e_prefix.astype(vdt), prefix_v.astype(vdt), preferred_element_type=jnp.float32)
+    )
     out = out + jnp.einsum("bktgs,bksd->bktgd", e_own.astype(vdt), v, preferred_element_type=jnp.float32)
     out = out / denom[..., None]  # [B, Hkv, T, groups, D]
     return out.transpose(0, 2, 1, 3, 4).reshape(b, t, h, d).astype(v.dtype)
@@ -211,8 +214,9 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None, *, heads_
     hkv, hd = cfg.num_key_value_heads, cfg.head_dim
     shape = (batch, hkv, max_len, hd) if heads_first else (batch, max_len, hkv, hd)
     zeros = tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers))
-    return KVCache(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers)),
-                   heads_first=heads_first)
+    return KVCache(
+        k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_hidden_layers)), heads_first=heads_first
+    )
 
 
 def _kernel_attention(impl: str, key_mask):
@@ -254,8 +258,9 @@ def _kernel_prefix_decode(impl: str, prefix_k, prefix_v, prefix_mask):
     from rewardsql_jax.kernels.dispatch import attention_impl
 
     kernels = attention_impl(None, interpret=impl == "pallas_interpret")
-    return lambda q, k, v, mask: kernels.prefix_decode(q, k, v, mask[:, 0], prefix_k=prefix_k, prefix_v=prefix_v,
-                                                       prefix_mask=prefix_mask)
+    return lambda q, k, v, mask: kernels.prefix_decode(
+        q, k, v, mask[:, 0], prefix_k=prefix_k, prefix_v=prefix_v, prefix_mask=prefix_mask
+    )
 
 
 class Attention(nnx.Module):
@@ -323,11 +328,15 @@ class CausalLM(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         self.config = cfg
-        self.embed_tokens = _param(rngs, _normal, (cfg.vocab_size, cfg.hidden_size), cfg.weight_dtype, ("vocab", "embed"))
+        self.embed_tokens = _param(
+            rngs, _normal, (cfg.vocab_size, cfg.hidden_size), cfg.weight_dtype, ("vocab", "embed")
+        )
         self.layers = nnx.List([DecoderLayer(cfg, rngs) for _ in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
         if not cfg.tie_word_embeddings:
-            self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False, axes=("embed", "vocab"), cfg=cfg, rngs=rngs)
+            self.lm_head = Linear(
+                cfg.hidden_size, cfg.vocab_size, bias=False, axes=("embed", "vocab"), cfg=cfg, rngs=rngs
+            )
         else:
             self.lm_head = None
 
@@ -358,8 +367,7 @@ class CausalLM(nnx.Module):
         causal = jnp.tril(jnp.ones((t, t), dtype=bool))
         mask = causal[None] & attention_mask[:, None, :]
         cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
-        attn_fn = (_kernel_attention(self.config.attention_impl, attention_mask)
-                   or _causal_attention_fn(attention_mask))
+        attn_fn = _kernel_attention(self.config.attention_impl, attention_mask) or _causal_attention_fn(attention_mask)
 
         def run(layer, x):
             return layer(x, cos, sin, mask, attn_fn=attn_fn)[0]
@@ -384,8 +392,9 @@ class CausalLM(nnx.Module):
         also attend to their prompt's cache, stored once per prompt (``prefix_attention``).
         Returns ``(logits [B, T, V] fp32, new cache)``.
         """
-        hidden, cache = self.hidden_with_cache(input_ids, positions, cache, write_index=write_index, key_mask=key_mask,
-                                               prefix=prefix)
+        hidden, cache = self.hidden_with_cache(
+            input_ids, positions, cache, write_index=write_index, key_mask=key_mask, prefix=prefix
+        )
         return self.logits_from_hidden(hidden), cache
 
     def hidden_with_cache(self, input_ids, positions, cache: KVCache, *, write_index, key_mask, prefix=None):
@@ -401,13 +410,19 @@ class CausalLM(nnx.Module):
         cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
         x = self._embed(input_ids)
         new_k, new_v = [], []
-        fresh_prefill = (prefix is None and isinstance(write_index, int) and write_index == 0 and t == cache.max_len
-                         and not cache.heads_first)
+        fresh_prefill = (
+            prefix is None
+            and isinstance(write_index, int)
+            and write_index == 0
+            and t == cache.max_len
+            and not cache.heads_first
+        )
         for i, (layer, ck, cv) in enumerate(zip(self.layers, cache.k, cache.v)):
             if prefix is not None:
                 pk, pv, pmask = prefix[0].k[i], prefix[0].v[i], prefix[1]
-                attn_fn = (t == 1 and _kernel_prefix_decode(self.config.attention_impl, pk, pv, pmask)) or \
-                    functools.partial(prefix_attention, prefix_k=pk, prefix_v=pv, prefix_mask=pmask)
+                attn_fn = (
+                    t == 1 and _kernel_prefix_decode(self.config.attention_impl, pk, pv, pmask)
+                ) or functools.partial(prefix_attention, prefix_k=pk, prefix_v=pv, prefix_mask=pmask)
             elif fresh_prefill and _uses_pallas(self.config.attention_impl):  # causal flash attention kernel
                 attn_fn = _kernel_attention(self.config.attention_impl, key_mask)
             elif fresh_prefill:  # the whole cache is this chunk: causal attention, upper triangle skipped

@@ -3,6 +3,7 @@
 Run ``python -m rewardsql_jax.planning --help``; from Python, call ``plan_memory`` / ``plan_from_run_config``
 in a process that has enough (simulated) devices (see ``planning.devices``).
 """
+
 from .aot import analytic_kv_cache_bytes, analytic_train_flops, plan_memory, planning_mesh, shard_bytes
 from .devices import planning_devices
 from .from_run import model_config_of, plan_from_run_config

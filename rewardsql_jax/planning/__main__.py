@@ -5,6 +5,7 @@
 
 The device count is fixed before JAX starts its CPU backend, so this entry point can simulate the mesh.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,11 @@ import sys
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="python -m rewardsql_jax.planning", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m rewardsql_jax.planning",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="architecture preset (qwen2.5-coder-7b, qwen2.5-coder-32b)")
     src.add_argument("--config-json", help="a HF config.json (or its folder)")
@@ -32,10 +36,17 @@ def _parse(argv):
     p.add_argument("--micro-batches", type=int, default=1)
     p.add_argument("--compute-dtype", default="bfloat16")
     p.add_argument("--hbm", default=None, help="per-device memory: GB or a name (v5p, h100, h200, a100, v4, v5e)")
-    p.add_argument("--compile-layers", type=int, default=None,
-                   help="compile 1 and 2 layers and extrapolate (for very large models on a small host)")
-    p.add_argument("--no-shared-prefix", action="store_true",
-                   help="plan prompts x samples independent rows instead of the RL stage's shared-prefix groups")
+    p.add_argument(
+        "--compile-layers",
+        type=int,
+        default=None,
+        help="compile 1 and 2 layers and extrapolate (for very large models on a small host)",
+    )
+    p.add_argument(
+        "--no-shared-prefix",
+        action="store_true",
+        help="plan prompts x samples independent rows instead of the RL stage's shared-prefix groups",
+    )
     p.add_argument("--out", default=None, help="also write the table to this file")
     return p.parse_args(argv)
 
@@ -71,11 +82,22 @@ def main(argv=None) -> int:
         from .presets import preset_config
 
         model = preset_config(args.model) if args.model else ModelConfig.from_json(args.config_json)
-        plan = plan_memory(model, mesh_shape=mesh, devices=n, prompts=args.prompts, samples=args.samples,
-                           prompt_len=args.prompt_len, response_len=args.response_len,
-                           micro_batches=args.micro_batches, compute_dtype=args.compute_dtype,
-                           sample_prompts=args.sample_prompts, hbm_gb=hbm, compile_layers=args.compile_layers,
-                           name=args.model or None, shared_prefix=not args.no_shared_prefix)
+        plan = plan_memory(
+            model,
+            mesh_shape=mesh,
+            devices=n,
+            prompts=args.prompts,
+            samples=args.samples,
+            prompt_len=args.prompt_len,
+            response_len=args.response_len,
+            micro_batches=args.micro_batches,
+            compute_dtype=args.compute_dtype,
+            sample_prompts=args.sample_prompts,
+            hbm_gb=hbm,
+            compile_layers=args.compile_layers,
+            name=args.model or None,
+            shared_prefix=not args.no_shared_prefix,
+        )
     text = format_plan(plan)
     if hbm is not None:
         text += "\n" + check_fits(plan).message

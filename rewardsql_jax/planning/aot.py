@@ -7,6 +7,7 @@ function and the sampler's jitted prefill and decode loop, so the compiler's mem
 describe exactly what a run would execute on that mesh (for the compiling backend: simulated CPU devices
 stand in for accelerators, so fusion and layout choices may differ somewhat from TPU/GPU).
 """
+
 from __future__ import annotations
 
 import math
@@ -58,11 +59,16 @@ def compiled_stats(name: str, lowered) -> CompiledStats:
     cost = compiled.cost_analysis()
     if isinstance(cost, (list, tuple)):  # older jax returns one dict per partition
         cost = cost[0] if cost else {}
-    return CompiledStats(name=name, argument_bytes=int(mem.argument_size_in_bytes),
-                         output_bytes=int(mem.output_size_in_bytes), alias_bytes=int(mem.alias_size_in_bytes),
-                         temp_bytes=int(mem.temp_size_in_bytes),
-                         generated_code_bytes=int(mem.generated_code_size_in_bytes),
-                         flops=float((cost or {}).get("flops", 0.0)), compile_seconds=seconds), compiled
+    return CompiledStats(
+        name=name,
+        argument_bytes=int(mem.argument_size_in_bytes),
+        output_bytes=int(mem.output_size_in_bytes),
+        alias_bytes=int(mem.alias_size_in_bytes),
+        temp_bytes=int(mem.temp_size_in_bytes),
+        generated_code_bytes=int(mem.generated_code_size_in_bytes),
+        flops=float((cost or {}).get("flops", 0.0)),
+        compile_seconds=seconds,
+    ), compiled
 
 
 def train_seq_len(prompt_len: int, response_len: int) -> int:
@@ -70,18 +76,22 @@ def train_seq_len(prompt_len: int, response_len: int) -> int:
     return bucket_length(prompt_len + response_len)
 
 
-def analytic_kv_cache_bytes(cfg: ModelConfig, rows: int, cache_len: int, mesh, *, samples: int = 1,
-                            gen_capacity: int = 0) -> int:
+def analytic_kv_cache_bytes(
+    cfg: ModelConfig, rows: int, cache_len: int, mesh, *, samples: int = 1, gen_capacity: int = 0
+) -> int:
     """Per-device KV cache of the sampler: 2 (K, V) x layers x (a ``[rows / samples, prompt slots, kv_heads,
     head_dim]`` prompt cache, one row per prompt, + a ``[rows, gen_capacity, ...]`` cache of generated
     tokens) in the compute dtype, sharded by the ``cache_*`` rules. ``cache_len`` = prompt slots +
     ``gen_capacity``."""
+
     def one(shape):
         spec = logical_to_spec(("cache_batch", "cache_seq", "cache_kv_heads", "head_dim"), shape=shape, mesh=mesh)
         return math.prod(NamedSharding(mesh, spec).shard_shape(shape))
 
     kv = (cfg.num_key_value_heads, cfg.head_dim)
-    elems = one((rows // samples, cache_len - gen_capacity) + kv) + (one((rows, gen_capacity) + kv) if gen_capacity else 0)
+    elems = one((rows // samples, cache_len - gen_capacity) + kv) + (
+        one((rows, gen_capacity) + kv) if gen_capacity else 0
+    )
     return 2 * cfg.num_hidden_layers * elems * resolve_dtype(cfg.dtype).itemsize
 
 
@@ -90,8 +100,9 @@ def matmul_params(cfg: ModelConfig, num_params: int) -> int:
     return num_params if cfg.tie_word_embeddings else num_params - cfg.vocab_size * cfg.hidden_size
 
 
-def analytic_train_flops(cfg: ModelConfig, num_params: int, rows: int, seq: int, *, reference: bool,
-                         group: int = 1, response: int = 0):
+def analytic_train_flops(
+    cfg: ModelConfig, num_params: int, rows: int, seq: int, *, reference: bool, group: int = 1, response: int = 0
+):
     """(6 N tokens, 6 N tokens + reference forward 2 N tokens + attention score/value matmuls), whole step.
 
     Attention per layer: 2 matmuls of 2 x queries x keys x H x D FLOPs forward (the model masks full score
@@ -112,12 +123,23 @@ def analytic_train_flops(cfg: ModelConfig, num_params: int, rows: int, seq: int,
     return six, six + (2.0 * n * tokens if reference else 0.0) + attention
 
 
-_FIELDS = dict(input_ids=np.dtype(np.int32), attention_mask=np.dtype(np.int32), completion_mask=np.dtype(np.int32),
-               old_logprobs=np.dtype(np.float32), advantages=np.dtype(np.float32))
+_FIELDS = dict(
+    input_ids=np.dtype(np.int32),
+    attention_mask=np.dtype(np.int32),
+    completion_mask=np.dtype(np.int32),
+    old_logprobs=np.dtype(np.float32),
+    advantages=np.dtype(np.float32),
+)
 
 
-_GROUPED_FIELDS = dict(prompt_ids=(np.int32, False), prompt_mask=(np.int32, False), completion_ids=(np.int32, True),
-                       completion_mask=(np.int32, True), old_logprobs=(np.float32, True), advantages=(np.float32, True))
+_GROUPED_FIELDS = dict(
+    prompt_ids=(np.int32, False),
+    prompt_mask=(np.int32, False),
+    completion_ids=(np.int32, True),
+    completion_mask=(np.int32, True),
+    old_logprobs=(np.float32, True),
+    advantages=(np.float32, True),
+)
 
 
 def _batch_arrays(make, rows, seq, group, response):
@@ -126,8 +148,12 @@ def _batch_arrays(make, rows, seq, group, response):
     if group == 1:
         return RLBatch(**{k: make((rows, seq), d) for k, d in _FIELDS.items()})
     prompts = rows // group
-    return GroupedRLBatch(**{k: make((prompts, group, response) if per_sample else (prompts, seq - response),
-                                     np.dtype(d)) for k, (d, per_sample) in _GROUPED_FIELDS.items()})
+    return GroupedRLBatch(
+        **{
+            k: make((prompts, group, response) if per_sample else (prompts, seq - response), np.dtype(d))
+            for k, (d, per_sample) in _GROUPED_FIELDS.items()
+        }
+    )
 
 
 def _rl_batch(rows: int, seq: int, mesh, group: int = 1, response: int = 0):
@@ -136,13 +162,15 @@ def _rl_batch(rows: int, seq: int, mesh, group: int = 1, response: int = 0):
     return abstract_like(batch, batch_shardings(batch, mesh))
 
 
-def _train_stats(cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, compute_dtype, optimizer, reference,
-                 group=1, response=0):
+def _train_stats(
+    cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, compute_dtype, optimizer, reference, group=1, response=0
+):
     tx = make_optimizer(optimizer)
     state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=reference))
     shardings = state_shardings(state, mesh)
-    step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=micro_batches,
-                           compute_dtype=compute_dtype)
+    step = make_train_step(
+        state.graphdef, loss, loss_options, mesh=mesh, micro_batches=micro_batches, compute_dtype=compute_dtype
+    )
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
     step.validate(_batch_arrays(lambda shape, d: np.broadcast_to(np.ones((), d), shape), rows, seq, group, response))
     batch = _rl_batch(rows, seq, mesh, group, response)
@@ -159,8 +187,9 @@ def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len, samples):
     graphdef, state = nnx.split(model)
     state = abstract_like(state, param_shardings(state, mesh))
     width, capacity = bucket_length(prompt_len), -(-response_len // GEN_ROUND) * GEN_ROUND
-    opts = sampler.SamplerOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + capacity, gen_capacity=capacity,
-                          num_samples=samples)
+    opts = sampler.SamplerOptions(
+        greedy=False, top_k=0, use_top_p=False, cache_len=width + capacity, gen_capacity=capacity, num_samples=samples
+    )
     rows = rows // samples  # the prefill takes each prompt once
     tokens = activation_sharding(("batch", "seq"), mesh, shape=(rows, width))
     repl = NamedSharding(mesh, PartitionSpec())
@@ -170,16 +199,25 @@ def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len, samples):
 
     key = jax.eval_shape(lambda: jax.random.key(0))
     scalars = (sds((), jnp.float32), sds((), jnp.float32), sds((4,), jnp.int32), sds((), jnp.int32))
-    lowered = sampler.prefill.lower(graphdef, state, sds((rows, width), jnp.int32, tokens),
-                                    sds((rows, width), jnp.bool_, tokens),
-                                    sds((rows,), jnp.int32, activation_sharding(("batch",), mesh, shape=(rows,))),
-                                    sds(key.shape, key.dtype), *scalars, opts=opts)
+    lowered = sampler.prefill.lower(
+        graphdef,
+        state,
+        sds((rows, width), jnp.int32, tokens),
+        sds((rows, width), jnp.bool_, tokens),
+        sds((rows,), jnp.int32, activation_sharding(("batch",), mesh, shape=(rows,))),
+        sds(key.shape, key.dtype),
+        *scalars,
+        opts=opts,
+    )
     prefill, compiled = compiled_stats("sampler prefill", lowered)
     # The decode loop takes the cache exactly as the compiled prefill lays it out.
-    st = jax.tree.map(lambda i, s: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=s), lowered.out_info,
-                      compiled.output_shardings)
-    kv_compiled = sum(math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
-                      for x in jax.tree.leaves((st.prompt_cache, st.cache)))
+    st = jax.tree.map(
+        lambda i, s: jax.ShapeDtypeStruct(i.shape, i.dtype, sharding=s), lowered.out_info, compiled.output_shardings
+    )
+    kv_compiled = sum(
+        math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+        for x in jax.tree.leaves((st.prompt_cache, st.cache))
+    )
     decode_lowered = sampler.decode_loop.lower(graphdef, state, st, sds((), jnp.int32), *scalars, opts=opts)
     decode, _ = compiled_stats("sampler decode loop", decode_lowered)
     return prefill, decode, kv_compiled, opts.cache_len
@@ -201,18 +239,34 @@ def planning_mesh(mesh_shape, devices=None):
 
 def _measure(cfg, mesh, **kw):
     """(train stats, prefill stats, decode stats, compiled KV bytes, param/ref/opt bytes, cache_len) for ``cfg``."""
-    train, params, ref, opt = _train_stats(cfg, mesh, rows=kw["rows"], seq=kw["seq"], loss=kw["loss"],
-                                           loss_options=kw["loss_options"], micro_batches=kw["micro_batches"],
-                                           compute_dtype=kw["compute_dtype"], optimizer=kw["optimizer"],
-                                           reference=kw["reference"], group=kw["group"],
-                                           response=kw["response_len"])
-    prefill, decode, kv, cache_len = _sampler_stats(cfg, mesh, rows=kw["sample_rows"], prompt_len=kw["prompt_len"],
-                                                    response_len=kw["response_len"], samples=kw["samples"])
+    train, params, ref, opt = _train_stats(
+        cfg,
+        mesh,
+        rows=kw["rows"],
+        seq=kw["seq"],
+        loss=kw["loss"],
+        loss_options=kw["loss_options"],
+        micro_batches=kw["micro_batches"],
+        compute_dtype=kw["compute_dtype"],
+        optimizer=kw["optimizer"],
+        reference=kw["reference"],
+        group=kw["group"],
+        response=kw["response_len"],
+    )
+    prefill, decode, kv, cache_len = _sampler_stats(
+        cfg,
+        mesh,
+        rows=kw["sample_rows"],
+        prompt_len=kw["prompt_len"],
+        response_len=kw["response_len"],
+        samples=kw["samples"],
+    )
     return train, prefill, decode, kv, (params, ref, opt), cache_len
 
 
-def lowered_train_flops(cfg, mesh, *, rows, seq, loss, loss_options, compute_dtype, optimizer, reference,
-                        group=1, response=0) -> float:
+def lowered_train_flops(
+    cfg, mesh, *, rows, seq, loss, loss_options, compute_dtype, optimizer, reference, group=1, response=0
+) -> float:
     """Whole-step FLOPs (all devices) from XLA's cost analysis of the step lowered without micro-batching.
 
     XLA's cost analysis counts a loop body once, so the micro-batched program (a scan) under-reports by the
@@ -234,20 +288,39 @@ def _extrapolate(one: CompiledStats, two: CompiledStats, layers: int) -> Compile
     def lin(a, b):
         return a + (layers - 1) * (b - a)
 
-    return CompiledStats(name=one.name, argument_bytes=int(lin(one.argument_bytes, two.argument_bytes)),
-                         output_bytes=int(lin(one.output_bytes, two.output_bytes)),
-                         alias_bytes=int(lin(one.alias_bytes, two.alias_bytes)),
-                         temp_bytes=int(lin(one.temp_bytes, two.temp_bytes)),
-                         generated_code_bytes=int(lin(one.generated_code_bytes, two.generated_code_bytes)),
-                         flops=lin(one.flops, two.flops), compile_seconds=one.compile_seconds + two.compile_seconds)
+    return CompiledStats(
+        name=one.name,
+        argument_bytes=int(lin(one.argument_bytes, two.argument_bytes)),
+        output_bytes=int(lin(one.output_bytes, two.output_bytes)),
+        alias_bytes=int(lin(one.alias_bytes, two.alias_bytes)),
+        temp_bytes=int(lin(one.temp_bytes, two.temp_bytes)),
+        generated_code_bytes=int(lin(one.generated_code_bytes, two.generated_code_bytes)),
+        flops=lin(one.flops, two.flops),
+        compile_seconds=one.compile_seconds + two.compile_seconds,
+    )
 
 
-def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=None, prompts: int = 48,
-                samples: int = 8, prompt_len: int = 8192, response_len: int = 512, loss: str = "grpo",
-                loss_options: dict | None = None, micro_batches: int = 1, compute_dtype: str = "bfloat16",
-                optimizer: OptimizerConfig | None = None, reference: bool = True, sample_prompts: int | None = None,
-                hbm_gb: float | None = None, compile_layers: int | None = None, name: str | None = None,
-                shared_prefix: bool = True) -> Plan:
+def plan_memory(
+    model_config: ModelConfig,
+    *,
+    mesh_shape=(1, -1, 1),
+    devices=None,
+    prompts: int = 48,
+    samples: int = 8,
+    prompt_len: int = 8192,
+    response_len: int = 512,
+    loss: str = "grpo",
+    loss_options: dict | None = None,
+    micro_batches: int = 1,
+    compute_dtype: str = "bfloat16",
+    optimizer: OptimizerConfig | None = None,
+    reference: bool = True,
+    sample_prompts: int | None = None,
+    hbm_gb: float | None = None,
+    compile_layers: int | None = None,
+    name: str | None = None,
+    shared_prefix: bool = True,
+) -> Plan:
     """Compile the RL step of ``model_config`` for abstract inputs on a ``(data, fsdp, tensor)`` mesh.
 
     The train step trains on ``prompts * samples`` rows of ``prompt_len + response_len`` tokens (bucketed as
@@ -266,10 +339,21 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
     cfg = model_config.replace(dtype=resolve_dtype(compute_dtype).name)
     rows, sample_rows = prompts * samples, (sample_prompts or prompts) * samples
     seq = train_seq_len(prompt_len, response_len)
-    kw = dict(rows=rows, seq=seq, loss=loss, loss_options={**GRPO_OPTIONS, **(loss_options or {})},
-              micro_batches=micro_batches, compute_dtype=compute_dtype, optimizer=optimizer or OptimizerConfig(),
-              reference=reference, sample_rows=sample_rows, prompt_len=prompt_len, response_len=response_len,
-              group=samples if shared_prefix else 1, samples=samples)
+    kw = dict(
+        rows=rows,
+        seq=seq,
+        loss=loss,
+        loss_options={**GRPO_OPTIONS, **(loss_options or {})},
+        micro_batches=micro_batches,
+        compute_dtype=compute_dtype,
+        optimizer=optimizer or OptimizerConfig(),
+        reference=reference,
+        sample_rows=sample_rows,
+        prompt_len=prompt_len,
+        response_len=response_len,
+        group=samples if shared_prefix else 1,
+        samples=samples,
+    )
     layers = cfg.num_hidden_layers
     abstract = nnx.eval_shape(lambda: build_model(cfg))
     num_params = sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
@@ -283,24 +367,57 @@ def plan_memory(model_config: ModelConfig, *, mesh_shape=(1, -1, 1), devices=Non
         kv_compiled = int(one[3] + (layers - 1) * (two[3] - one[3]))
         sizes = _measure_sizes(cfg, mesh, kw)
         cache_len, compiled_layers, extrapolated = one[5], 2, True
-    six, full = analytic_train_flops(cfg, num_params, rows, seq, reference=reference, group=kw["group"],
-                                     response=response_len)
-    flops = lowered_train_flops(cfg, mesh, rows=rows, seq=seq, loss=loss, loss_options=kw["loss_options"],
-                                compute_dtype=compute_dtype, optimizer=kw["optimizer"], reference=reference,
-                                group=kw["group"], response=response_len)
+    six, full = analytic_train_flops(
+        cfg, num_params, rows, seq, reference=reference, group=kw["group"], response=response_len
+    )
+    flops = lowered_train_flops(
+        cfg,
+        mesh,
+        rows=rows,
+        seq=seq,
+        loss=loss,
+        loss_options=kw["loss_options"],
+        compute_dtype=compute_dtype,
+        optimizer=kw["optimizer"],
+        reference=reference,
+        group=kw["group"],
+        response=response_len,
+    )
     ndev = mesh.devices.size
-    return Plan(model_name=name or cfg.model_type, num_params=num_params,
-                num_layers=layers, mesh_shape=tuple(mesh.devices.shape), platform=mesh.devices.flat[0].platform, loss=loss,
-                prompts=prompts, samples=samples, sample_rows=sample_rows, prompt_len=prompt_len,
-                response_len=response_len, train_seq_len=seq, micro_batches=micro_batches,
-                compute_dtype=cfg.dtype, param_dtype=cfg.param_dtype, param_bytes=sizes[0], ref_param_bytes=sizes[1],
-                opt_state_bytes=sizes[2],
-                kv_cache_bytes=analytic_kv_cache_bytes(cfg, sample_rows, cache_len, mesh, samples=samples,
-                                                       gen_capacity=-(-response_len // GEN_ROUND) * GEN_ROUND),
-                kv_cache_bytes_compiled=kv_compiled, train=train, prefill=prefill, decode=decode,
-                train_flops=flops / ndev, analytic_flops_6nt=six / ndev, analytic_flops_full=full / ndev,
-                hbm_bytes=None if hbm_gb is None else int(hbm_gb * 1e9), compiled_layers=compiled_layers,
-                extrapolated=extrapolated, shared_prefix=shared_prefix)
+    return Plan(
+        model_name=name or cfg.model_type,
+        num_params=num_params,
+        num_layers=layers,
+        mesh_shape=tuple(mesh.devices.shape),
+        platform=mesh.devices.flat[0].platform,
+        loss=loss,
+        prompts=prompts,
+        samples=samples,
+        sample_rows=sample_rows,
+        prompt_len=prompt_len,
+        response_len=response_len,
+        train_seq_len=seq,
+        micro_batches=micro_batches,
+        compute_dtype=cfg.dtype,
+        param_dtype=cfg.param_dtype,
+        param_bytes=sizes[0],
+        ref_param_bytes=sizes[1],
+        opt_state_bytes=sizes[2],
+        kv_cache_bytes=analytic_kv_cache_bytes(
+            cfg, sample_rows, cache_len, mesh, samples=samples, gen_capacity=-(-response_len // GEN_ROUND) * GEN_ROUND
+        ),
+        kv_cache_bytes_compiled=kv_compiled,
+        train=train,
+        prefill=prefill,
+        decode=decode,
+        train_flops=flops / ndev,
+        analytic_flops_6nt=six / ndev,
+        analytic_flops_full=full / ndev,
+        hbm_bytes=None if hbm_gb is None else int(hbm_gb * 1e9),
+        compiled_layers=compiled_layers,
+        extrapolated=extrapolated,
+        shared_prefix=shared_prefix,
+    )
 
 
 def _measure_sizes(cfg, mesh, kw):

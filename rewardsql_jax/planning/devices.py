@@ -3,15 +3,18 @@
 XLA fixes the number of CPU devices when the backend starts, so the count must be chosen before the
 first JAX operation of the process (``python -m rewardsql_jax.planning`` does that for you).
 """
+
 from __future__ import annotations
 
 import os
 
 import jax
 
-HOW_TO = ("start a fresh process with XLA_FLAGS=--xla_force_host_platform_device_count={n} set before jax is "
-          "imported (or call jax.config.update('jax_num_cpu_devices', {n}) right after `import jax`), "
-          "or run `python -m rewardsql_jax.planning ...`, which does it itself")
+HOW_TO = (
+    "start a fresh process with XLA_FLAGS=--xla_force_host_platform_device_count={n} set before jax is "
+    "imported (or call jax.config.update('jax_num_cpu_devices', {n}) right after `import jax`), "
+    "or run `python -m rewardsql_jax.planning ...`, which does it itself"
+)
 
 
 def planning_devices(n: int, devices=None) -> list:
@@ -36,5 +39,7 @@ def planning_devices(n: int, devices=None) -> list:
     cpu = jax.devices("cpu")
     if len(cpu) >= n:
         return cpu[:n]
-    raise RuntimeError(f"planning a {n}-device mesh needs {n} devices, but this process has {len(cpu)} CPU "
-                       f"device(s) and its backend is already running; " + HOW_TO.format(n=n))
+    raise RuntimeError(
+        f"planning a {n}-device mesh needs {n} devices, but this process has {len(cpu)} CPU "
+        f"device(s) and its backend is already running; " + HOW_TO.format(n=n)
+    )

@@ -1,4 +1,5 @@
 """Planning the RL stage of a pipeline ``RunConfig`` (what ``launch/run.py ... plan=true`` calls)."""
+
 from __future__ import annotations
 
 import re
@@ -25,30 +26,48 @@ def model_config_of(run_config) -> ModelConfig:
         for preset in PRESETS:
             if re.match(re.escape(preset) + r"(\b|-|$)", name):
                 return preset_config(preset, dtype=m.dtype)
-        raise FileNotFoundError(f"model.path={m.path} has no config.json here and matches no preset {list(PRESETS)}; "
-                                f"copy its config.json to this machine to plan it")
+        raise FileNotFoundError(
+            f"model.path={m.path} has no config.json here and matches no preset {list(PRESETS)}; "
+            f"copy its config.json to this machine to plan it"
+        )
     return fresh_config(m, m.vocab_size)
 
 
-def plan_from_run_config(run_config, *, devices=None, hbm_gb: float | None = None,
-                         compile_layers: int | None = None) -> Plan:
+def plan_from_run_config(
+    run_config, *, devices=None, hbm_gb: float | None = None, compile_layers: int | None = None
+) -> Plan:
     """Plan the online RL step of ``run_config``: ``rl.prompts_per_step`` x ``rl.samples_per_prompt`` rows of
     ``model.max_len`` tokens (``max_len - rl.max_new_tokens`` of prompt), ``mesh.micro_batches``, the sampler
     called on the RL stage's prompt chunks. ``devices``: a count (when a mesh axis is -1) or devices."""
     rl, mesh = run_config.rl, run_config.mesh
     loss, options = policy_loss(rl)
     if not get_algorithm(rl.algorithm).online or loss != "grpo":
-        raise ValueError(f"planning covers online algorithms training the grpo loss; rl.algorithm={rl.algorithm!r} "
-                         f"trains loss {loss!r}")
+        raise ValueError(
+            f"planning covers online algorithms training the grpo loss; rl.algorithm={rl.algorithm!r} "
+            f"trains loss {loss!r}"
+        )
     cfg = model_config_of(run_config)
     prompt_len = run_config.model.max_len - rl.max_new_tokens
     if prompt_len < 1:
-        raise ValueError(f"model.max_len={run_config.model.max_len} leaves no room for prompts with "
-                         f"rl.max_new_tokens={rl.max_new_tokens}")
-    return plan_memory(cfg, mesh_shape=(mesh.data, mesh.fsdp, mesh.tensor), devices=devices,
-                       prompts=rl.prompts_per_step, samples=rl.samples_per_prompt, prompt_len=prompt_len,
-                       response_len=rl.max_new_tokens, loss=loss, loss_options=options,
-                       micro_batches=mesh.micro_batches, compute_dtype=run_config.model.dtype,
-                       sample_prompts=sampler_prompts(rl), hbm_gb=hbm_gb,
-                       compile_layers=compile_layers, name=Path(run_config.model.path).name or None,
-                       shared_prefix=rl.shared_prefix)
+        raise ValueError(
+            f"model.max_len={run_config.model.max_len} leaves no room for prompts with "
+            f"rl.max_new_tokens={rl.max_new_tokens}"
+        )
+    return plan_memory(
+        cfg,
+        mesh_shape=(mesh.data, mesh.fsdp, mesh.tensor),
+        devices=devices,
+        prompts=rl.prompts_per_step,
+        samples=rl.samples_per_prompt,
+        prompt_len=prompt_len,
+        response_len=rl.max_new_tokens,
+        loss=loss,
+        loss_options=options,
+        micro_batches=mesh.micro_batches,
+        compute_dtype=run_config.model.dtype,
+        sample_prompts=sampler_prompts(rl),
+        hbm_gb=hbm_gb,
+        compile_layers=compile_layers,
+        name=Path(run_config.model.path).name or None,
+        shared_prefix=rl.shared_prefix,
+    )

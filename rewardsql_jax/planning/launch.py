@@ -6,6 +6,7 @@ count (needed when a mesh axis is -1; default 8), ``plan.hbm=v5p`` (or GB) the p
 Call ``split_plan_overrides`` before ``apply_overrides`` and ``run_plan`` before any JAX operation, so the
 simulated CPU device count can still be set.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,7 @@ def split_plan_overrides(overrides) -> tuple[dict | None, list]:
     for item in overrides:
         key, _, value = item.partition("=")
         if key == "plan" or key.startswith("plan."):
-            opts[key[len("plan."):] if key != "plan" else "plan"] = value
+            opts[key[len("plan.") :] if key != "plan" else "plan"] = value
         else:
             rest.append(item)
     if opts.get("plan", "false").lower() not in _TRUE:
@@ -28,8 +29,9 @@ def split_plan_overrides(overrides) -> tuple[dict | None, list]:
         return None, rest
     unknown = set(opts) - {"plan", "devices", "hbm", "compile_layers", "out"}
     if unknown:
-        raise ValueError(f"unknown plan option(s) {sorted(unknown)}; use plan.devices, plan.hbm, "
-                         f"plan.compile_layers, plan.out")
+        raise ValueError(
+            f"unknown plan option(s) {sorted(unknown)}; use plan.devices, plan.hbm, plan.compile_layers, plan.out"
+        )
     return opts, rest
 
 

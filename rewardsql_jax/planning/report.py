@@ -1,4 +1,5 @@
 """Printing a Plan as a table, and the "will it OOM" check the pipeline runs before training."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,9 +23,11 @@ def _tf(x) -> str:
 
 
 def _program_rows(s: CompiledStats) -> list[str]:
-    return [f"  {s.name:<22} args {_gb(s.argument_bytes)}  out {_gb(s.output_bytes)}  aliased {_gb(s.alias_bytes)}"
-            f"  temp {_gb(s.temp_bytes)}  code {_gb(s.generated_code_bytes)}  peak {_gb(s.peak_bytes)}"
-            f"  compile {s.compile_seconds:6.1f} s"]
+    return [
+        f"  {s.name:<22} args {_gb(s.argument_bytes)}  out {_gb(s.output_bytes)}  aliased {_gb(s.alias_bytes)}"
+        f"  temp {_gb(s.temp_bytes)}  code {_gb(s.generated_code_bytes)}  peak {_gb(s.peak_bytes)}"
+        f"  compile {s.compile_seconds:6.1f} s"
+    ]
 
 
 def format_plan(plan: Plan) -> str:
@@ -34,18 +37,22 @@ def format_plan(plan: Plan) -> str:
         f"AOT plan: {plan.model_name} ({_count(plan.num_params)} params, {plan.num_layers} layers), loss {plan.loss}",
         f"mesh data={d} x fsdp={f} x tensor={t} = {plan.num_devices} {plan.platform} devices (compiled for); "
         f"weights {plan.param_dtype}, compute {plan.compute_dtype}",
-        (f"train: {plan.prompts} prompts (each computed once, shared prefix) x {plan.samples} samples, "
-         f"{plan.train_seq_len} tokens per row (prompt {plan.prompt_len} + response {plan.response_len}, bucketed), "
-         f"{plan.micro_batches} micro-batches of {plan.prompts // plan.micro_batches} prompt groups"
-         if plan.shared_prefix else
-         f"train: {plan.prompts} prompts x {plan.samples} samples = {plan.train_rows} rows x {plan.train_seq_len} "
-         f"tokens (prompt {plan.prompt_len} + response {plan.response_len}, bucketed), {plan.micro_batches} "
-         f"micro-batches of {plan.train_rows // plan.micro_batches} rows"),
+        (
+            f"train: {plan.prompts} prompts (each computed once, shared prefix) x {plan.samples} samples, "
+            f"{plan.train_seq_len} tokens per row (prompt {plan.prompt_len} + response {plan.response_len}, bucketed), "
+            f"{plan.micro_batches} micro-batches of {plan.prompts // plan.micro_batches} prompt groups"
+            if plan.shared_prefix
+            else f"train: {plan.prompts} prompts x {plan.samples} samples = {plan.train_rows} rows x {plan.train_seq_len} "
+            f"tokens (prompt {plan.prompt_len} + response {plan.response_len}, bucketed), {plan.micro_batches} "
+            f"micro-batches of {plan.train_rows // plan.micro_batches} rows"
+        ),
         f"sampler: {plan.sample_rows} rows per call, prompt {plan.prompt_len} + {plan.response_len} new tokens",
     ]
     if plan.extrapolated:
-        lines.append(f"NOTE: compiled at 1 and 2 layers with the real widths and shapes; compiled numbers are "
-                     f"extrapolated linearly to {plan.num_layers} layers (f(1) + (L-1)(f(2)-f(1))).")
+        lines.append(
+            f"NOTE: compiled at 1 and 2 layers with the real widths and shapes; compiled numbers are "
+            f"extrapolated linearly to {plan.num_layers} layers (f(1) + (L-1)(f(2)-f(1)))."
+        )
     lines += [
         "per device:",
         f"  parameters (policy)    {_gb(plan.param_bytes)}",
@@ -53,7 +60,9 @@ def format_plan(plan: Plan) -> str:
         f"  optimizer state        {_gb(plan.opt_state_bytes)}",
         f"  KV cache (analytic)    {_gb(plan.kv_cache_bytes)}   as compiled prefill lays it out {_gb(plan.kv_cache_bytes_compiled)}",
         "compiled programs (XLA memory_analysis, per device):",
-        *_program_rows(plan.train), *_program_rows(plan.prefill), *_program_rows(plan.decode),
+        *_program_rows(plan.train),
+        *_program_rows(plan.prefill),
+        *_program_rows(plan.decode),
         "FLOPs per train step, per device:",
         f"  XLA cost analysis      {_tf(plan.train_flops)}",
         f"  6 N tokens             {_tf(plan.analytic_flops_6nt)}   (ratio XLA / 6NT = "
@@ -63,8 +72,10 @@ def format_plan(plan: Plan) -> str:
         f"reference kept resident {_gb(plan.resident_while_sampling)})",
     ]
     if plan.hbm_bytes is not None:
-        lines.append(f"device memory            {_gb(plan.hbm_bytes)}   -> {'FITS' if plan.fits else 'DOES NOT FIT'}"
-                     f" ({100 * plan.peak_bytes / plan.hbm_bytes:.0f}% of HBM)")
+        lines.append(
+            f"device memory            {_gb(plan.hbm_bytes)}   -> {'FITS' if plan.fits else 'DOES NOT FIT'}"
+            f" ({100 * plan.peak_bytes / plan.hbm_bytes:.0f}% of HBM)"
+        )
     return "\n".join(lines)
 
 
@@ -87,9 +98,11 @@ def check_fits(plan: Plan, hbm_gb: float | None = None) -> FitCheck:
     hbm = int(hbm_gb * 1e9) if hbm_gb is not None else plan.hbm_bytes
     if hbm is None:
         raise ValueError("no device memory to compare with: pass hbm_gb (e.g. 95 for v5p, 80 for H100, 141 for H200)")
-    phases = {"train step": plan.train.peak_bytes,
-              "sampler prefill": plan.prefill.peak_bytes + plan.resident_while_sampling,
-              "sampler decode": plan.decode.peak_bytes + plan.resident_while_sampling}
+    phases = {
+        "train step": plan.train.peak_bytes,
+        "sampler prefill": plan.prefill.peak_bytes + plan.resident_while_sampling,
+        "sampler decode": plan.decode.peak_bytes + plan.resident_while_sampling,
+    }
     worst = max(phases, key=phases.get)
     peak = phases[worst]
     if peak <= hbm:
@@ -99,18 +112,24 @@ def check_fits(plan: Plan, hbm_gb: float | None = None) -> FitCheck:
     what = "prompt groups" if plan.shared_prefix else "rows"
     per_device = units // plan.micro_batches // max(d * f, 1)
     if worst == "train step" and per_device > 1:
-        advice = (f"raise mesh.micro_batches (each micro-batch now puts {per_device} {what} on a device; up to "
-                  f"{units // max(d * f, 1)} micro-batches), shard wider, or shorten prompt / response")
+        advice = (
+            f"raise mesh.micro_batches (each micro-batch now puts {per_device} {what} on a device; up to "
+            f"{units // max(d * f, 1)} micro-batches), shard wider, or shorten prompt / response"
+        )
     elif worst == "train step":
-        advice = (f"micro-batches already put one of the {what} on each device: shorten prompt / response (activation memory "
-                  "grows with the square of the sequence: T x T attention scores per head and layer), shard heads "
-                  "wider (tensor), or rematerialise activations / use a flash-attention kernel")
+        advice = (
+            f"micro-batches already put one of the {what} on each device: shorten prompt / response (activation memory "
+            "grows with the square of the sequence: T x T attention scores per head and layer), shard heads "
+            "wider (tensor), or rematerialise activations / use a flash-attention kernel"
+        )
     else:
         advice = "sample fewer prompts per sampler call, shard wider, or shorten prompt / response"
-    msg = (f"will OOM: the {worst} needs {peak / GB:.2f} GB per device but a device has {hbm / GB:.2f} GB "
-           f"(train step {plan.train.peak_bytes / GB:.2f} GB with {plan.micro_batches} micro-batch(es), temp "
-           f"{plan.train.temp_bytes / GB:.2f} GB; params+optimizer+reference "
-           f"{(plan.param_bytes + plan.opt_state_bytes + plan.ref_param_bytes) / GB:.2f} GB). To fit: {advice}.")
+    msg = (
+        f"will OOM: the {worst} needs {peak / GB:.2f} GB per device but a device has {hbm / GB:.2f} GB "
+        f"(train step {plan.train.peak_bytes / GB:.2f} GB with {plan.micro_batches} micro-batch(es), temp "
+        f"{plan.train.temp_bytes / GB:.2f} GB; params+optimizer+reference "
+        f"{(plan.param_bytes + plan.opt_state_bytes + plan.ref_param_bytes) / GB:.2f} GB). To fit: {advice}."
+    )
     return FitCheck(False, msg, peak, hbm)
 
 

@@ -1,4 +1,5 @@
 """Frozen results of AOT planning: what the compiler reports for one program, and the whole plan."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -4,6 +4,7 @@
 ``make_train_step`` for an abstract batch of the given class and shapes, allocating nothing, exactly as
 ``plan_memory`` does for the GRPO batch.
 """
+
 from __future__ import annotations
 
 import jax
@@ -20,17 +21,28 @@ from .aot import abstract_like, compiled_stats
 from .result import CompiledStats
 
 
-def train_step_stats(model_config: ModelConfig, mesh, batch_type, fields: dict, *, loss: str,
-                     loss_options: dict | None = None, micro_batches: int = 1, compute_dtype=None,
-                     optimizer: OptimizerConfig | None = None, reference: bool = False,
-                     name: str = "train step") -> CompiledStats:
+def train_step_stats(
+    model_config: ModelConfig,
+    mesh,
+    batch_type,
+    fields: dict,
+    *,
+    loss: str,
+    loss_options: dict | None = None,
+    micro_batches: int = 1,
+    compute_dtype=None,
+    optimizer: OptimizerConfig | None = None,
+    reference: bool = False,
+    name: str = "train step",
+) -> CompiledStats:
     """Per-device compiled stats of ``make_train_step(loss)`` on ``mesh`` for a ``batch_type`` batch whose
     fields are ``{name: (shape, dtype)}``; the state (AdamW, plus a frozen reference copy when
     ``reference``) is abstract. Batch / micro-batch / mesh mismatches raise the step's own ValueError."""
     tx = make_optimizer(optimizer or OptimizerConfig())
     state = jax.eval_shape(lambda: create_train_state(build_model(model_config), tx, with_reference=reference))
-    step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=micro_batches,
-                           compute_dtype=compute_dtype)
+    step = make_train_step(
+        state.graphdef, loss, loss_options, mesh=mesh, micro_batches=micro_batches, compute_dtype=compute_dtype
+    )
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
     step.validate(batch_type(**{k: np.broadcast_to(np.zeros((), d), s) for k, (s, d) in fields.items()}))
     abstract = batch_type(**{k: jax.ShapeDtypeStruct(s, d) for k, (s, d) in fields.items()})

@@ -21,11 +21,15 @@ def group_advantages(rewards, group_size: int, *, eps: float = 1e-4, ddof: int =
     if not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size must be a positive int, got {group_size!r}.")
     if r.shape[0] % group_size != 0:
-        raise ValueError(f"rewards has {r.shape[0]} entries, not a multiple of group_size={group_size}; "
-                         f"pass all {group_size} completions of every prompt, grouped contiguously.")
+        raise ValueError(
+            f"rewards has {r.shape[0]} entries, not a multiple of group_size={group_size}; "
+            f"pass all {group_size} completions of every prompt, grouped contiguously."
+        )
     if scale_std and group_size <= ddof:
-        raise ValueError(f"group_size={group_size} is too small for a std with ddof={ddof}; "
-                         f"use group_size > {ddof}, ddof=0 or scale_std=False.")
+        raise ValueError(
+            f"group_size={group_size} is too small for a std with ddof={ddof}; "
+            f"use group_size > {ddof}, ddof=0 or scale_std=False."
+        )
     g = r.reshape(-1, group_size)
     centred = g - jnp.mean(g, axis=1, keepdims=True)
     if scale_std:

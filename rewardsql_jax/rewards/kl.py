@@ -18,8 +18,9 @@ import jax.numpy as jnp
 KL_ESTIMATORS = ("k1", "k2", "k3")
 
 
-def kl_estimate(logprobs, ref_logprobs, kind: str = "k3", *, clamp: float | None = None,
-                log_ratio_clamp: float | None = None):
+def kl_estimate(
+    logprobs, ref_logprobs, kind: str = "k3", *, clamp: float | None = None, log_ratio_clamp: float | None = None
+):
     """Per-token KL(pi || pi_ref) estimate (Schulman's k1/k2/k3; k3 = TRL GRPO / Reward-SQL Sec. 5.3 KL).
 
     Args:

@@ -3,6 +3,7 @@
 A response's steps are its "\\n\\n"-separated blocks; the PRM input is ``format_prm_input`` of the prompt
 and the response; step score = P(" +") against " -" at each step tag.
 """
+
 from __future__ import annotations
 
 import jax
@@ -44,8 +45,10 @@ class PRMScorer:
             raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
         out = []
         for start in range(0, len(prompts), self.batch_size):
-            texts = [format_prm_input(p, r) for p, r in zip(prompts[start:start + self.batch_size],
-                                                            responses[start:start + self.batch_size])]
+            texts = [
+                format_prm_input(p, r)
+                for p, r in zip(prompts[start : start + self.batch_size], responses[start : start + self.batch_size])
+            ]
             out.extend(self._score_texts(texts))
         return out
 
@@ -57,12 +60,13 @@ class PRMScorer:
         ids = np.full((rows, length), self.pad, np.int32)
         mask = np.zeros((rows, length), np.int32)
         for i, e in enumerate(enc):
-            ids[i, :len(e)] = e
-            mask[i, :len(e)] = 1
+            ids[i, : len(e)] = e
+            mask[i, : len(e)] = 1
         tags = find_tag_positions(ids, self.tags.tag_id, mask)
         steps = max(8, -(-tags.positions.shape[1] // 8) * 8)
         positions = np.zeros((rows, steps), np.int32)
-        positions[:, :tags.positions.shape[1]] = tags.positions
-        scores = np.asarray(jax.device_get(_scores(self.model, ids, mask, positions, self.tags.plus_id,
-                                                   self.tags.minus_id)))
-        return [scores[i, :int(tags.mask[i].sum())].tolist() for i in range(n)]
+        positions[:, : tags.positions.shape[1]] = tags.positions
+        scores = np.asarray(
+            jax.device_get(_scores(self.model, ids, mask, positions, self.tags.plus_id, self.tags.minus_id))
+        )
+        return [scores[i, : int(tags.mask[i].sum())].tolist() for i in range(n)]

@@ -29,13 +29,16 @@ def _as_steps(step_scores, outcomes, group_size):
     steps = [np.asarray(s, np.float64).reshape(-1) for s in step_scores]
     out = np.asarray(outcomes, np.float64).reshape(-1)
     if len(steps) != out.shape[0]:
-        raise ValueError(f"step_scores has {len(steps)} responses but outcomes has {out.shape[0]}; "
-                         f"give one outcome per response.")
+        raise ValueError(
+            f"step_scores has {len(steps)} responses but outcomes has {out.shape[0]}; give one outcome per response."
+        )
     if not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size must be a positive int, got {group_size!r}.")
     if len(steps) % group_size != 0:
-        raise ValueError(f"{len(steps)} responses is not a multiple of group_size={group_size}; "
-                         f"pass all completions of every prompt, grouped contiguously.")
+        raise ValueError(
+            f"{len(steps)} responses is not a multiple of group_size={group_size}; "
+            f"pass all completions of every prompt, grouped contiguously."
+        )
     return steps, out
 
 
@@ -82,12 +85,13 @@ def released_rewards(step_scores, anchors, length: int, outcome: float, rm_coef:
     filled = np.zeros(length, np.float64)
     if nz.size:
         owner = np.searchsorted(nz, np.arange(nz[-1] + 1))  # first nonzero anchor at or after each token
-        filled[:nz[-1] + 1] = r[nz[owner]]
+        filled[: nz[-1] + 1] = r[nz[owner]]
     return filled + outcome
 
 
-def released_advantages(token_rewards: Sequence[np.ndarray], group_size: int, *, eps: float = 1e-6,
-                        ddof: int = 1) -> list[np.ndarray]:
+def released_advantages(
+    token_rewards: Sequence[np.ndarray], group_size: int, *, eps: float = 1e-6, ddof: int = 1
+) -> list[np.ndarray]:
     """Per-token advantages of the released ``compute_grpo_process_advantage_avg_unique`` (RewardSQL's verl
     ``trainer/ppo/core_algos.py``) over contiguous groups of ``group_size`` responses.
 
@@ -100,11 +104,18 @@ def released_advantages(token_rewards: Sequence[np.ndarray], group_size: int, *,
     """
     rewards = [np.asarray(r, np.float64).reshape(-1) for r in token_rewards]
     if not isinstance(group_size, int) or group_size < 1 or len(rewards) % group_size:
-        raise ValueError(f"{len(rewards)} responses in groups of group_size={group_size!r}: pass all completions "
-                         f"of every prompt, grouped contiguously.")
+        raise ValueError(
+            f"{len(rewards)} responses in groups of group_size={group_size!r}: pass all completions "
+            f"of every prompt, grouped contiguously."
+        )
     resp = np.asarray([np.unique(r[r != 0]).mean() if np.any(r != 0) else 0.0 for r in rewards])
-    a = np.concatenate([np.zeros(g.size) if np.all(g == g[0]) else _zscore(g, eps, ddof)
-                        for g in resp.reshape(-1, group_size)]) if resp.size else resp
+    a = (
+        np.concatenate(
+            [np.zeros(g.size) if np.all(g == g[0]) else _zscore(g, eps, ddof) for g in resp.reshape(-1, group_size)]
+        )
+        if resp.size
+        else resp
+    )
     adv = []
     for ai, r in zip(a, rewards):
         v = np.where(r > 1.0, (r - 1.0) * ai, r * ai) if ai > 0 else (1.0 - r) * ai
@@ -120,7 +131,7 @@ def _released(steps, out, g, eps, ddof, rm_coef):
 def _deepseekmath(steps, g, eps, ddof):
     adv = []
     for start in range(0, len(steps), g):
-        group = steps[start:start + g]
+        group = steps[start : start + g]
         flat = np.concatenate(group)
         if flat.size <= ddof:
             raise ValueError(f"a group with {flat.size} step scores has no std with ddof={ddof}; use ddof=0.")
@@ -131,9 +142,16 @@ def _deepseekmath(steps, g, eps, ddof):
     return adv
 
 
-def process_advantages(step_scores: Sequence[Sequence[float]], outcomes, group_size: int, *,
-                       variant: str = "paper", eps: float = 1e-6, ddof: int = 1,
-                       rm_coef: float = 1.0) -> list[np.ndarray]:
+def process_advantages(
+    step_scores: Sequence[Sequence[float]],
+    outcomes,
+    group_size: int,
+    *,
+    variant: str = "paper",
+    eps: float = 1e-6,
+    ddof: int = 1,
+    rm_coef: float = 1.0,
+) -> list[np.ndarray]:
     """Per-step advantages for GRPO with a PRM (Reward-SQL Sec. 5.3; released-code and DeepSeekMath variants).
 
     Args:
@@ -148,8 +166,9 @@ def process_advantages(step_scores: Sequence[Sequence[float]], outcomes, group_s
       "paper"/"released", a process reward of 0). Broadcast to tokens with `steps_to_tokens`.
     """
     if variant not in PROCESS_VARIANTS:
-        raise ValueError(f"variant={variant!r} is not a process-advantage variant; choose one of "
-                         f"{list(PROCESS_VARIANTS)}.")
+        raise ValueError(
+            f"variant={variant!r} is not a process-advantage variant; choose one of {list(PROCESS_VARIANTS)}."
+        )
     steps, out = _as_steps(step_scores, outcomes, group_size)
     if variant == "paper":
         adv = _paper(steps, out, group_size, eps, ddof)
@@ -177,8 +196,10 @@ def steps_to_tokens(step_values: Sequence[Sequence[float]], token_step_ids, *, f
         vals = np.asarray(vals, np.float32).reshape(-1)
         row = ids[i]
         if row.size and row.max() >= vals.size:
-            raise ValueError(f"token_step_ids row {i} refers to step {int(row.max())} but response {i} has only "
-                             f"{vals.size} step values.")
+            raise ValueError(
+                f"token_step_ids row {i} refers to step {int(row.max())} but response {i} has only "
+                f"{vals.size} step values."
+            )
         hit = row >= 0
         out[i, hit] = vals[row[hit]]
     return out

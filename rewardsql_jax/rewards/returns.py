@@ -28,8 +28,10 @@ class ReinforcePPReturns:
 
 def _check_bt(name, x, ref_shape):
     if tuple(jnp.shape(x)) != tuple(ref_shape):
-        raise ValueError(f"{name} has shape {tuple(jnp.shape(x))}; expected {tuple(ref_shape)} like token_rewards "
-                         f"([B, T], padded to the same length).")
+        raise ValueError(
+            f"{name} has shape {tuple(jnp.shape(x))}; expected {tuple(ref_shape)} like token_rewards "
+            f"([B, T], padded to the same length)."
+        )
 
 
 def outcome_token_rewards(outcomes, mask):
@@ -90,8 +92,17 @@ def masked_whiten(values, mask, *, shift_mean: bool = True, unbiased: bool = Tru
     return whitened if shift_mean else whitened + mean
 
 
-def reinforce_pp_returns(token_rewards, mask, *, gamma: float = 1.0, old_logprobs=None, ref_logprobs=None,
-                         kl_coef: float = 0.0, kl: str = "k1", whiten: bool = True) -> ReinforcePPReturns:
+def reinforce_pp_returns(
+    token_rewards,
+    mask,
+    *,
+    gamma: float = 1.0,
+    old_logprobs=None,
+    ref_logprobs=None,
+    kl_coef: float = 0.0,
+    kl: str = "k1",
+    whiten: bool = True,
+) -> ReinforcePPReturns:
     """REINFORCE++ advantages (Hu 2025, Sec. 3; verl compute_reinforce_plus_plus_outcome_advantage).
 
     rewards = token_rewards - kl_coef * KL(old || ref) (when kl_coef != 0);

@@ -22,6 +22,7 @@ Steps are the response's "\\n\\n"-separated blocks (``token_align.blank_line_spa
 the PRM scores (``models.prm_head.format_prm_input``); for a well-formed Chain-of-CTEs they are its CTE steps
 plus the final SELECT (DESIGN.md output format), and unlike ``split_cocte`` they exist for any text.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -69,7 +70,9 @@ def decode_with_offsets(tokenizer, token_ids: Sequence[int], eos_ids: Sequence[i
     lead = len(full) - len(full.lstrip())
     ends = _token_ends(tokenizer, body, full)
     starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
-    body_spans = np.clip(np.stack([starts, ends], axis=1) - lead, 0, len(text)) if len(ends) else np.zeros((0, 2), np.int64)
+    body_spans = (
+        np.clip(np.stack([starts, ends], axis=1) - lead, 0, len(text)) if len(ends) else np.zeros((0, 2), np.int64)
+    )
     last = (max(len(text) - 1, 0), len(text))
     out, k = [], 0
     for t in ids:
@@ -88,7 +91,7 @@ def _token_ends(tokenizer, body: list, full: str) -> np.ndarray:
         return np.zeros(0, np.int64)
     pieces = tokenizer.batch_decode([[t] for t in body], skip_special_tokens=True)
     if "".join(pieces) != full:
-        pieces = tokenizer.batch_decode([body[:k + 1] for k in range(len(body))], skip_special_tokens=True)
+        pieces = tokenizer.batch_decode([body[: k + 1] for k in range(len(body))], skip_special_tokens=True)
         return np.maximum.accumulate(np.asarray([len(p) for p in pieces], np.int64))
     return np.cumsum(np.asarray([len(p) for p in pieces], np.int64))
 
@@ -105,20 +108,25 @@ def _check_ex_mode(mode: str) -> None:
         raise ValueError(f"EX rule {mode!r}: use 'bird' or 'spider' (data.ex_mode)")
 
 
-def execution_outcomes(pool, dbs: Sequence[str], preds: Sequence[str], golds: Sequence[str], *,
-                       timeout_s: float = 30.0, mode: str = "bird") -> Outcomes:
+def execution_outcomes(
+    pool, dbs: Sequence[str], preds: Sequence[str], golds: Sequence[str], *, timeout_s: float = 30.0, mode: str = "bird"
+) -> Outcomes:
     """OR of every completion (Reward-SQL Sec. 5.1) under the EX rule ``mode`` of the evaluation (``bird``: set
     equality; ``spider``: the test-suite ``exec_match`` rule): predictions and gold queries in one ``pool.map``
     (gold queries repeat within a group; the pool runs each distinct job once). A database file that does not
     exist raises ``FileNotFoundError``: every query on it would fail, and RL would train on zero rewards."""
     if not len(dbs) == len(preds) == len(golds):
-        raise ValueError(f"dbs ({len(dbs)}), preds ({len(preds)}) and golds ({len(golds)}) need one entry per completion")
+        raise ValueError(
+            f"dbs ({len(dbs)}), preds ({len(preds)}) and golds ({len(golds)}) need one entry per completion"
+        )
     _check_ex_mode(mode)
     missing = sorted({str(d) for d in dbs if not Path(d).is_file()})
     if missing:
-        raise FileNotFoundError(f"database file(s) not found: {missing[:3]}{' ...' if len(missing) > 3 else ''}; "
-                                f"the rewards would all be 0. Check the dataset location (data.root) or rerun "
-                                f"the cold_start stage")
+        raise FileNotFoundError(
+            f"database file(s) not found: {missing[:3]}{' ...' if len(missing) > 3 else ''}; "
+            f"the rewards would all be 0. Check the dataset location (data.root) or rerun "
+            f"the cold_start stage"
+        )
     n = len(preds)
     res = pool.map([(d, p) for d, p in zip(dbs, preds)] + [(d, g) for d, g in zip(dbs, golds)], timeout_s=timeout_s)
     pred, gold = res[:n], res[n:]
@@ -126,8 +134,12 @@ def execution_outcomes(pool, dbs: Sequence[str], preds: Sequence[str], golds: Se
         match = [results_match(p, g, "bird") for p, g in zip(pred, gold)]
     else:
         match = exec_match_batch(list(zip(dbs, preds, golds)), mode="spider", timeout_s=timeout_s, pool=pool)
-    return Outcomes(rewards=np.asarray(match, np.float32), executable=np.asarray([p.ok for p in pred], bool),
-                    gold_ok=np.asarray([g.ok for g in gold], bool), results=tuple(zip(pred, gold)))
+    return Outcomes(
+        rewards=np.asarray(match, np.float32),
+        executable=np.asarray([p.ok for p in pred], bool),
+        gold_ok=np.asarray([g.ok for g in gold], bool),
+        results=tuple(zip(pred, gold)),
+    )
 
 
 def pool_execute_fn(pool, known: dict | None = None) -> Callable[..., ExecResult]:
@@ -144,8 +156,9 @@ def pool_execute_fn(pool, known: dict | None = None) -> Callable[..., ExecResult
     return run
 
 
-def batch_clause_rewards(pool, dbs, preds, golds, outcomes: Outcomes, *, timeout_s: float = 30.0,
-                         options: RewardOptions = RewardOptions()) -> list[ClauseRewards | None]:
+def batch_clause_rewards(
+    pool, dbs, preds, golds, outcomes: Outcomes, *, timeout_s: float = 30.0, options: RewardOptions = RewardOptions()
+) -> list[ClauseRewards | None]:
     """EXPO-SQL clause rewards (Sec. 3.2, Eqs. 1-3) per completion, reusing the executions of ``outcomes``;
     incremental clause-wise executions go through ``pool``. None where the gold query failed or the
     predicted text cannot be split into clauses (no SQL tokens at all)."""
@@ -164,8 +177,13 @@ def batch_clause_rewards(pool, dbs, preds, golds, outcomes: Outcomes, *, timeout
     return out
 
 
-def clause_token_rewards(completion: DecodedCompletion, rewards: ClauseRewards | None, *,
-                         options: RewardOptions = RewardOptions(), gold_ok: bool = True) -> np.ndarray:
+def clause_token_rewards(
+    completion: DecodedCompletion,
+    rewards: ClauseRewards | None,
+    *,
+    options: RewardOptions = RewardOptions(),
+    gold_ok: bool = True,
+) -> np.ndarray:
     """[T] token rewards of one completion (EXPO-SQL Eq. 4: each token carries its clause's reward r_c).
 
     A completion with no clauses (empty, or text the clause splitter rejects) is the execution-error case with
@@ -202,9 +220,15 @@ def outcome_advantages(outcomes, group_size: int) -> np.ndarray:
     return np.asarray(group_advantages(np.asarray(outcomes, np.float32), group_size), np.float32)
 
 
-def process_token_advantages(completions: Sequence[DecodedCompletion], step_scores: Sequence[Sequence[float]],
-                             outcomes, group_size: int, *, variant: str = "paper",
-                             rm_coef: float = 1.0) -> list[np.ndarray]:
+def process_token_advantages(
+    completions: Sequence[DecodedCompletion],
+    step_scores: Sequence[Sequence[float]],
+    outcomes,
+    group_size: int,
+    *,
+    variant: str = "paper",
+    rm_coef: float = 1.0,
+) -> list[np.ndarray]:
     """Per-token advantages [T_i] from PRM step scores and OR (Reward-SQL Sec. 5.3, variant "paper" |
     "released"; "deepseekmath": appendix A.3.1, outcomes unused). Scores are first aligned to the blocks.
 
@@ -219,8 +243,10 @@ def process_token_advantages(completions: Sequence[DecodedCompletion], step_scor
         out = np.asarray(outcomes, np.float64).reshape(-1)
         if len(out) != len(completions):
             raise ValueError(f"{len(completions)} completions but {len(out)} outcomes: give one per completion")
-        rewards = [released_rewards(s, released_step_anchors(c.text, c.offsets), len(c.offsets), o, rm_coef)
-                   for c, s, o in zip(completions, aligned, out)]
+        rewards = [
+            released_rewards(s, released_step_anchors(c.text, c.offsets), len(c.offsets), o, rm_coef)
+            for c, s, o in zip(completions, aligned, out)
+        ]
         return released_advantages(rewards, group_size)
     step_adv = process_advantages(aligned, outcomes, group_size, variant=variant)
     return [step_token_values(c, a) for c, a in zip(completions, step_adv)]

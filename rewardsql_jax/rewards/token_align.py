@@ -9,6 +9,7 @@ takes the span containing char p, except ``(0, 0)`` after the first token, which
 special tokens added by a post-processor (e.g. EOS): those, and tokens outside every span, get ``fill``.
 Offsets must index the generated text itself: tokenise the response alone, or subtract the prompt length.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -125,8 +126,9 @@ def released_step_anchors(text: str, offsets, sep: str = "\n\n") -> np.ndarray:
     return np.asarray(anchors + [len(tok) - 1], np.int64)
 
 
-def cocte_token_values(text: str, offsets, step_scores: Sequence[float], *, fill: float = 0.0,
-                       segments: str = "cocte") -> np.ndarray:
+def cocte_token_values(
+    text: str, offsets, step_scores: Sequence[float], *, fill: float = 0.0, segments: str = "cocte"
+) -> np.ndarray:
     """Per-token float32 [T] array of CoCTE step scores (Reward-SQL section 5.3: each token of step j
     carries s(c_j)). ``step_scores`` has one value per segment (steps + final query), or one fewer, in
     which case the final query's tokens get ``fill``. ``segments``: "cocte" (``cocte_step_spans``) or
@@ -139,8 +141,10 @@ def cocte_token_values(text: str, offsets, step_scores: Sequence[float], *, fill
         raise ValueError(f"segments={segments!r}: use 'cocte' or 'blank_line'")
     scores = list(np.asarray(step_scores, dtype=np.float32).reshape(-1))
     if len(scores) not in (len(spans), len(spans) - 1):
-        raise ValueError(f"got {len(scores)} step scores for {len(spans)} segments (CTE steps + final query): "
-                         f"pass {len(spans)} or {len(spans) - 1}")
+        raise ValueError(
+            f"got {len(scores)} step scores for {len(spans)} segments (CTE steps + final query): "
+            f"pass {len(spans)} or {len(spans) - 1}"
+        )
     return spans_to_token_values(offsets, [(s, e, v) for (s, e), v in zip(spans, scores)], fill=fill)
 
 
@@ -154,8 +158,8 @@ def pad_token_arrays(rows: Sequence[np.ndarray], *, fill: float = 0.0, pad_to: i
     values = np.full((len(rows), width), fill, np.float32)
     mask = np.zeros((len(rows), width), bool)
     for i, r in enumerate(rows):
-        values[i, :len(r)] = r
-        mask[i, :len(r)] = True
+        values[i, : len(r)] = r
+        mask[i, : len(r)] = True
     return TokenValues(values=values, mask=mask)
 
 
@@ -167,12 +171,22 @@ def batch_token_values(offsets_list, spans_list, *, fill: float = 0.0, pad_to: i
     return pad_token_arrays(rows, fill=fill, pad_to=pad_to)
 
 
-def batch_cocte_token_values(texts: Sequence[str], offsets_list, scores_list, *, fill: float = 0.0,
-                             pad_to: int | None = None, segments: str = "cocte") -> TokenValues:
+def batch_cocte_token_values(
+    texts: Sequence[str],
+    offsets_list,
+    scores_list,
+    *,
+    fill: float = 0.0,
+    pad_to: int | None = None,
+    segments: str = "cocte",
+) -> TokenValues:
     """Batched ``cocte_token_values``: B responses -> padded [B, T] step-score values and mask."""
     if not len(texts) == len(offsets_list) == len(scores_list):
-        raise ValueError(f"texts ({len(texts)}), offsets ({len(offsets_list)}) and scores ({len(scores_list)}) "
-                         "must have one entry per response")
-    rows = [cocte_token_values(t, o, s, fill=fill, segments=segments)
-            for t, o, s in zip(texts, offsets_list, scores_list)]
+        raise ValueError(
+            f"texts ({len(texts)}), offsets ({len(offsets_list)}) and scores ({len(scores_list)}) "
+            "must have one entry per response"
+        )
+    rows = [
+        cocte_token_values(t, o, s, fill=fill, segments=segments) for t, o, s in zip(texts, offsets_list, scores_list)
+    ]
     return pad_token_arrays(rows, fill=fill, pad_to=pad_to)

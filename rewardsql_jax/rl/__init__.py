@@ -4,19 +4,33 @@
 module each), rollouts sampled and executed with overlapped host work (``rollouts.py``) and the train batch of
 an online update (``update.py``).
 """
+
 from . import algorithms  # registers the built-ins
 from .algorithm import (
-                        OfflineAlgorithm,
-                        OnlineAlgorithm,
-                        RLAlgorithm,
-                        algorithm_names,
-                        get_algorithm,
-                        policy_loss,
-                        register_algorithm,
+    OfflineAlgorithm,
+    OnlineAlgorithm,
+    RLAlgorithm,
+    algorithm_names,
+    get_algorithm,
+    policy_loss,
+    register_algorithm,
 )
 from .rollouts import RolloutSampler, Rollouts, sample_rollouts, score_rows
 from .update import Update, train_batch
 
-__all__ = ["OfflineAlgorithm", "OnlineAlgorithm", "RLAlgorithm", "RolloutSampler", "Rollouts", "Update",
-           "algorithm_names", "algorithms", "get_algorithm", "policy_loss", "register_algorithm",
-           "sample_rollouts", "score_rows", "train_batch"]
+__all__ = [
+    "OfflineAlgorithm",
+    "OnlineAlgorithm",
+    "RLAlgorithm",
+    "RolloutSampler",
+    "Rollouts",
+    "Update",
+    "algorithm_names",
+    "algorithms",
+    "get_algorithm",
+    "policy_loss",
+    "register_algorithm",
+    "sample_rollouts",
+    "score_rows",
+    "train_batch",
+]

@@ -13,6 +13,7 @@ loaded with ``plugins=...`` — is selected with ``rl.algorithm=NAME`` and needs
 ``rl.loss`` replaces an algorithm's loss by another of the same family (``losses.register(..., family=)``),
 with ``rl.loss_options`` as its options; ``policy_loss(rl)`` resolves both.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,8 +47,10 @@ class RLAlgorithm:
         fields = {f.name for f in dataclasses.fields(self.options_type)}
         unknown = sorted(set(given) - fields)
         if unknown:
-            raise ValueError(f"rl.algorithm_options {unknown} are not options of rl.algorithm={self.name!r}; "
-                             f"its options are {sorted(fields)}")
+            raise ValueError(
+                f"rl.algorithm_options {unknown} are not options of rl.algorithm={self.name!r}; "
+                f"its options are {sorted(fields)}"
+            )
         return self.options_type(**given)
 
     def validate(self, config) -> None:
@@ -57,8 +60,10 @@ class RLAlgorithm:
         loss, _ = policy_loss(rl, self)
         want = losses.family(self.loss)
         if losses.family(loss) != want:
-            raise ValueError(f"rl.loss={loss!r} is a {losses.family(loss)} loss but rl.algorithm={self.name!r} "
-                             f"trains a {want} loss; pick one of {losses.names(want)}")
+            raise ValueError(
+                f"rl.loss={loss!r} is a {losses.family(loss)} loss but rl.algorithm={self.name!r} "
+                f"trains a {want} loss; pick one of {losses.names(want)}"
+            )
 
 
 class OnlineAlgorithm(RLAlgorithm):
@@ -77,22 +82,31 @@ class OnlineAlgorithm(RLAlgorithm):
         super().validate(config)
         rl, m = config.rl, config.mesh.micro_batches
         if (policy_loss(rl, self)[0] == "reinforce_pp") != (self.batch_field == "token_rewards"):
-            raise ValueError(f"rl.algorithm={self.name!r} fills {self.batch_field} but the reinforce_pp loss reads "
-                             f"token_rewards and the other policy-gradient losses advantages; pick a matching "
-                             f"rl.loss (or rl.loss='' for the algorithm's own)")
+            raise ValueError(
+                f"rl.algorithm={self.name!r} fills {self.batch_field} but the reinforce_pp loss reads "
+                f"token_rewards and the other policy-gradient losses advantages; pick a matching "
+                f"rl.loss (or rl.loss='' for the algorithm's own)"
+            )
         if rl.temperature <= 0:
-            raise ValueError(f"rl.temperature={rl.temperature}: RL samples rollouts, use a temperature > 0 "
-                             f"(paper: 1.0)")
+            raise ValueError(
+                f"rl.temperature={rl.temperature}: RL samples rollouts, use a temperature > 0 (paper: 1.0)"
+            )
         if rl.filter_groups and not self.group_normalised:
-            raise ValueError(f"rl.filter_groups=true keeps the groups whose rewards differ, which only matters to an "
-                             f"algorithm that normalises within a group; rl.algorithm={self.name!r} does not: set "
-                             f"rl.filter_groups=false")
+            raise ValueError(
+                f"rl.filter_groups=true keeps the groups whose rewards differ, which only matters to an "
+                f"algorithm that normalises within a group; rl.algorithm={self.name!r} does not: set "
+                f"rl.filter_groups=false"
+            )
         if self.group_normalised and rl.samples_per_prompt < 2:
-            raise ValueError(f"rl.algorithm={self.name!r} normalises rewards within a group of samples of one "
-                             f"prompt; set rl.samples_per_prompt >= 2 (paper: 8)")
+            raise ValueError(
+                f"rl.algorithm={self.name!r} normalises rewards within a group of samples of one "
+                f"prompt; set rl.samples_per_prompt >= 2 (paper: 8)"
+            )
         if rl.shared_prefix and rl.prompts_per_step % m:
-            raise ValueError(f"rl.shared_prefix=true splits micro-batches by prompt group: mesh.micro_batches={m} "
-                             f"must divide rl.prompts_per_step={rl.prompts_per_step} (or set rl.shared_prefix=false)")
+            raise ValueError(
+                f"rl.shared_prefix=true splits micro-batches by prompt group: mesh.micro_batches={m} "
+                f"must divide rl.prompts_per_step={rl.prompts_per_step} (or set rl.shared_prefix=false)"
+            )
 
 
 class OfflineAlgorithm(RLAlgorithm):
@@ -128,8 +142,10 @@ def register_algorithm(cls: type, *, override: bool = False) -> type:
         raise TypeError(f"{cls.__name__} must derive from OnlineAlgorithm or OfflineAlgorithm")
     old = _ALGORITHMS.get(name)
     if old is not None and type(old) is not cls and not override:
-        raise ValueError(f"an RL algorithm named {name!r} is already registered ({type(old).__module__}."
-                         f"{type(old).__name__}); pick another name or pass override=True")
+        raise ValueError(
+            f"an RL algorithm named {name!r} is already registered ({type(old).__module__}."
+            f"{type(old).__name__}); pick another name or pass override=True"
+        )
     _ALGORITHMS[name] = cls()
     return cls
 
@@ -139,9 +155,11 @@ def get_algorithm(name: str) -> RLAlgorithm:
     try:
         return _ALGORITHMS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown rl.algorithm {name!r}; registered: {', '.join(algorithm_names())}. A new one is "
-                         f"a class with @rewardsql_jax.rl.register_algorithm in a file loaded with "
-                         f"plugins=path/to/file.py") from None
+        raise ValueError(
+            f"unknown rl.algorithm {name!r}; registered: {', '.join(algorithm_names())}. A new one is "
+            f"a class with @rewardsql_jax.rl.register_algorithm in a file loaded with "
+            f"plugins=path/to/file.py"
+        ) from None
 
 
 def algorithm_names() -> list[str]:

@@ -3,6 +3,7 @@ all equal has zero group-normalised advantage and teaches nothing, so the step d
 ``prompts_per_step`` groups with some spread (at most ``rl.filter_groups_max_draws`` draws), and trains on those.
 When the draws run out, uninformative groups fill the batch (their advantages are 0), so every step keeps one
 shape and the jitted train step compiles once."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -7,6 +7,7 @@ executions really run in parallel with sampling. PRM scoring runs on the device 
 (it would only queue behind sampling). Across RL steps nothing overlaps: step i+1 samples from the params
 step i produced (on-policy, as the paper's GRPO), so it cannot start before step i's rewards exist.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,32 +58,49 @@ class Rollouts:
         """The rollouts of ``rows`` (indices, in that order); timings are kept, the token count recomputed."""
         rows = [int(r) for r in rows]
         o = self.outcomes
-        outcomes = Outcomes(rewards=o.rewards[rows], executable=o.executable[rows], gold_ok=o.gold_ok[rows],
-                            results=tuple(o.results[r] for r in rows))
+        outcomes = Outcomes(
+            rewards=o.rewards[rows],
+            executable=o.executable[rows],
+            gold_ok=o.gold_ok[rows],
+            results=tuple(o.results[r] for r in rows),
+        )
 
         def pick(xs):
             return [xs[r] for r in rows]
 
-        return dataclasses.replace(self, prompt_ids=pick(self.prompt_ids), token_ids=pick(self.token_ids),
-                                   logprobs=pick(self.logprobs), records=pick(self.records),
-                                   completions=pick(self.completions), outcomes=outcomes,
-                                   clauses=None if self.clauses is None else pick(self.clauses),
-                                   tokens=sum(len(self.token_ids[r]) for r in rows))
+        return dataclasses.replace(
+            self,
+            prompt_ids=pick(self.prompt_ids),
+            token_ids=pick(self.token_ids),
+            logprobs=pick(self.logprobs),
+            records=pick(self.records),
+            completions=pick(self.completions),
+            outcomes=outcomes,
+            clauses=None if self.clauses is None else pick(self.clauses),
+            tokens=sum(len(self.token_ids[r]) for r in rows),
+        )
 
 
 def concat_rollouts(parts: Sequence[Rollouts]) -> Rollouts:
     """One batch of several rollout batches (rows in order); timings and token counts add up."""
     host = _concat([HostScores(p.completions, p.outcomes, p.clauses) for p in parts])
-    return Rollouts(prompt_ids=[x for p in parts for x in p.prompt_ids],
-                    token_ids=[x for p in parts for x in p.token_ids], logprobs=[x for p in parts for x in p.logprobs],
-                    records=[x for p in parts for x in p.records], completions=host.completions,
-                    outcomes=host.outcomes, clauses=host.clauses, tokens=sum(p.tokens for p in parts),
-                    sample_seconds=sum(p.sample_seconds for p in parts),
-                    wait_seconds=sum(p.wait_seconds for p in parts))
+    return Rollouts(
+        prompt_ids=[x for p in parts for x in p.prompt_ids],
+        token_ids=[x for p in parts for x in p.token_ids],
+        logprobs=[x for p in parts for x in p.logprobs],
+        records=[x for p in parts for x in p.records],
+        completions=host.completions,
+        outcomes=host.outcomes,
+        clauses=host.clauses,
+        tokens=sum(p.tokens for p in parts),
+        sample_seconds=sum(p.sample_seconds for p in parts),
+        wait_seconds=sum(p.wait_seconds for p in parts),
+    )
 
 
-def score_rows(tokenizer, pool, records, token_ids, *, clauses: bool, timeout_s: float = 30.0,
-               ex_mode: str = "bird") -> HostScores:
+def score_rows(
+    tokenizer, pool, records, token_ids, *, clauses: bool, timeout_s: float = 30.0, ex_mode: str = "bird"
+) -> HostScores:
     """Decode rows with offsets, execute them against their gold SQL under the run's EX rule ``ex_mode``, and
     (``clauses``) EXPO-SQL clause rewards with the same match rule."""
     eos = [tokenizer.eos_token_id]
@@ -90,17 +108,22 @@ def score_rows(tokenizer, pool, records, token_ids, *, clauses: bool, timeout_s:
     dbs, golds = [r["db_path"] for r in records], [r["gold_sql"] for r in records]
     preds = [c.text for c in comps]
     out = execution_outcomes(pool, dbs, preds, golds, timeout_s=timeout_s, mode=ex_mode)
-    cl = batch_clause_rewards(pool, dbs, preds, golds, out, timeout_s=timeout_s,
-                              options=clause_reward_options(ex_mode)) if clauses else None
+    cl = (
+        batch_clause_rewards(pool, dbs, preds, golds, out, timeout_s=timeout_s, options=clause_reward_options(ex_mode))
+        if clauses
+        else None
+    )
     return HostScores(comps, out, cl)
 
 
 def _concat(parts: Sequence[HostScores]) -> HostScores:
     o = [p.outcomes for p in parts]
-    outcomes = Outcomes(rewards=np.concatenate([x.rewards for x in o]),
-                        executable=np.concatenate([x.executable for x in o]),
-                        gold_ok=np.concatenate([x.gold_ok for x in o]),
-                        results=tuple(r for x in o for r in x.results))
+    outcomes = Outcomes(
+        rewards=np.concatenate([x.rewards for x in o]),
+        executable=np.concatenate([x.executable for x in o]),
+        gold_ok=np.concatenate([x.gold_ok for x in o]),
+        results=tuple(r for x in o for r in x.results),
+    )
     clauses = None if parts[0].clauses is None else [c for p in parts for c in p.clauses]
     return HostScores([c for p in parts for c in p.completions], outcomes, clauses)
 
@@ -110,8 +133,17 @@ class RolloutSampler:
     background thread kept for the whole run (module docstring). ``generate`` returns when the device work is
     queued and done; ``PendingRollouts.collect`` waits for the host work."""
 
-    def __init__(self, tokenizer, host_fn: Callable[[list, list], HostScores], *, samples: int, temperature: float,
-                 max_new_tokens: int, prompts_per_call: int, max_cache_len: int | None = None):
+    def __init__(
+        self,
+        tokenizer,
+        host_fn: Callable[[list, list], HostScores],
+        *,
+        samples: int,
+        temperature: float,
+        max_new_tokens: int,
+        prompts_per_call: int,
+        max_cache_len: int | None = None,
+    ):
         self.tokenizer, self.host_fn = tokenizer, host_fn
         self.samples, self.temperature, self.max_new_tokens = samples, temperature, max_new_tokens
         self.prompts_per_call, self.max_cache_len = prompts_per_call, max_cache_len
@@ -122,11 +154,19 @@ class RolloutSampler:
         rows_p, rows_t, rows_l, rows_r, futures = [], [], [], [], []
         t_sample, n = 0.0, self.samples
         for c, start in enumerate(range(0, len(prompt_ids), self.prompts_per_call)):
-            chunk = prompt_ids[start:start + self.prompts_per_call]
+            chunk = prompt_ids[start : start + self.prompts_per_call]
             t0 = time.perf_counter()
-            res = generate(model, chunk, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                           num_samples=n, eos_token_id=self.tokenizer.eos_token_id, seed=seed * 7919 + c,
-                           pad_id=self.pad, max_cache_len=self.max_cache_len)
+            res = generate(
+                model,
+                chunk,
+                max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature,
+                num_samples=n,
+                eos_token_id=self.tokenizer.eos_token_id,
+                seed=seed * 7919 + c,
+                pad_id=self.pad,
+                max_cache_len=self.max_cache_len,
+            )
             t_sample += time.perf_counter() - t0
             recs = [records[start + i // n] for i in range(len(res.tokens))]
             rows_p += [chunk[i // n] for i in range(len(res.tokens))]
@@ -160,19 +200,45 @@ class PendingRollouts:
     def collect(self) -> Rollouts:
         t0 = time.perf_counter()
         scores = _concat([f.result() for f in self.futures])
-        return Rollouts(prompt_ids=self.prompt_ids, token_ids=self.token_ids, logprobs=self.logprobs,
-                        records=self.records, completions=scores.completions, outcomes=scores.outcomes,
-                        clauses=scores.clauses, tokens=sum(len(t) for t in self.token_ids),
-                        sample_seconds=self.sample_seconds, wait_seconds=time.perf_counter() - t0)
+        return Rollouts(
+            prompt_ids=self.prompt_ids,
+            token_ids=self.token_ids,
+            logprobs=self.logprobs,
+            records=self.records,
+            completions=scores.completions,
+            outcomes=scores.outcomes,
+            clauses=scores.clauses,
+            tokens=sum(len(t) for t in self.token_ids),
+            sample_seconds=self.sample_seconds,
+            wait_seconds=time.perf_counter() - t0,
+        )
 
 
-def sample_rollouts(model, tokenizer, records, prompt_ids, *, samples: int, temperature: float, max_new_tokens: int,
-                    seed: int, host_fn: Callable[[list, list], HostScores], prompts_per_call: int,
-                    max_cache_len: int | None = None) -> Rollouts:
+def sample_rollouts(
+    model,
+    tokenizer,
+    records,
+    prompt_ids,
+    *,
+    samples: int,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int,
+    host_fn: Callable[[list, list], HostScores],
+    prompts_per_call: int,
+    max_cache_len: int | None = None,
+) -> Rollouts:
     """Sample ``samples`` completions of every prompt from ``model`` and score them with ``host_fn`` (one
     ``RolloutSampler`` call, collected)."""
-    with RolloutSampler(tokenizer, host_fn, samples=samples, temperature=temperature, max_new_tokens=max_new_tokens,
-                        prompts_per_call=prompts_per_call, max_cache_len=max_cache_len) as sampler:
+    with RolloutSampler(
+        tokenizer,
+        host_fn,
+        samples=samples,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        prompts_per_call=prompts_per_call,
+        max_cache_len=max_cache_len,
+    ) as sampler:
         return sampler.generate(model, records, prompt_ids, seed=seed).collect()
 
 

@@ -1,4 +1,5 @@
 """Checking ``generate``'s arguments and left-padding prompts into one bucketed batch (host side)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,7 +61,9 @@ def _as_prompt_list(prompt_ids) -> list[list[int]]:
     if isinstance(prompt_ids, np.ndarray) and prompt_ids.ndim == 2:
         return [list(map(int, row)) for row in prompt_ids]
     if not isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, np.ndarray):
-        raise ValueError(f"prompt_ids must be a list of prompts (each a list of token ids), got {type(prompt_ids).__name__}")
+        raise ValueError(
+            f"prompt_ids must be a list of prompts (each a list of token ids), got {type(prompt_ids).__name__}"
+        )
     if len(prompt_ids) == 0:
         raise ValueError("prompt_ids is empty; pass at least one prompt (a list of token ids)")
     if isinstance(prompt_ids[0], (int, np.integer)):
@@ -72,8 +75,16 @@ def _as_prompt_list(prompt_ids) -> list[list[int]]:
     return prompts
 
 
-def pad_prompts(prompt_ids, *, num_samples: int, pad_id: int, max_new_tokens: int, max_cache_len,
-                max_positions: int, vocab_size: int) -> PaddedBatch:
+def pad_prompts(
+    prompt_ids,
+    *,
+    num_samples: int,
+    pad_id: int,
+    max_new_tokens: int,
+    max_cache_len,
+    max_positions: int,
+    vocab_size: int,
+) -> PaddedBatch:
     """Validate prompts against the model and cache limits and build the left-padded batch."""
     prompts = _as_prompt_list(prompt_ids)
     for i, p in enumerate(prompts):
@@ -102,8 +113,9 @@ def pad_prompts(prompt_ids, *, num_samples: int, pad_id: int, max_new_tokens: in
     ids = np.full((len(prompts), width), pad_id, dtype=np.int32)
     mask = np.zeros((len(prompts), width), dtype=bool)
     for r, p in enumerate(prompts):
-        ids[r, width - len(p):] = p
-        mask[r, width - len(p):] = True
+        ids[r, width - len(p) :] = p
+        mask[r, width - len(p) :] = True
     lengths = np.array([len(p) for p in prompts], dtype=np.int32)
-    return PaddedBatch(ids=ids, mask=mask, lengths=lengths, cache_len=width + capacity, gen_capacity=capacity,
-                       num_samples=num_samples)
+    return PaddedBatch(
+        ids=ids, mask=mask, lengths=lengths, cache_len=width + capacity, gen_capacity=capacity, num_samples=num_samples
+    )

@@ -4,6 +4,7 @@ All functions take ``[B, V]`` fp32 logits. Filtered-out entries are set to ``-in
 ``jax.random.categorical`` never draws them. The order follows HF ``generate``: temperature, then
 top-k, then top-p (top-p renormalises over what top-k kept).
 """
+
 from __future__ import annotations
 
 import jax

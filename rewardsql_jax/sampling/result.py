@@ -1,4 +1,5 @@
 """The value ``generate`` returns."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,4 +31,4 @@ class GenerationResult:
     def for_prompt(self, prompt_index: int) -> list:
         """The ``num_samples`` token lists generated for prompt ``prompt_index``."""
         start = prompt_index * self.num_samples
-        return self.tokens[start:start + self.num_samples]
+        return self.tokens[start : start + self.num_samples]

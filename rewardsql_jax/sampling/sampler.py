@@ -14,6 +14,7 @@ shapes reuses it. Temperature, top-p, EOS ids, pad id, seed and ``max_new_tokens
 values and never cause a recompile; greedy-vs-sampling, ``top_k`` and whether top-p is active are
 static.
 """
+
 from __future__ import annotations
 
 import collections
@@ -66,8 +67,15 @@ class DecodeState:
 
 
 def _draw(key, logits, temperature, top_p, opts: SamplerOptions):
-    return sample_tokens(key, logits, temperature=temperature, greedy=opts.greedy, top_k=opts.top_k,
-                         top_p=top_p, use_top_p=opts.use_top_p)
+    return sample_tokens(
+        key,
+        logits,
+        temperature=temperature,
+        greedy=opts.greedy,
+        top_k=opts.top_k,
+        top_p=top_p,
+        use_top_p=opts.use_top_p,
+    )
 
 
 def _is_eos(tokens, eos_ids):
@@ -94,8 +102,17 @@ def prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_id
     tok, logp = _draw(sub, logits, temperature, top_p, opts)
     tokens = jnp.full((b, opts.gen_capacity), pad_id, jnp.int32).at[:, 0].set(tok)
     logprobs = jnp.zeros((b, opts.gen_capacity), jnp.float32).at[:, 0].set(logp)
-    return DecodeState(prompt_cache=prompt_cache, prompt_mask=mask, cache=cache, lengths=lengths, tokens=tokens,
-                       logprobs=logprobs, done=_is_eos(tok, eos_ids), step=jnp.int32(1), key=key)
+    return DecodeState(
+        prompt_cache=prompt_cache,
+        prompt_mask=mask,
+        cache=cache,
+        lengths=lengths,
+        tokens=tokens,
+        logprobs=logprobs,
+        done=_is_eos(tok, eos_ids),
+        step=jnp.int32(1),
+        key=key,
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "opts"), donate_argnames=("st",))
@@ -112,8 +129,9 @@ def decode_loop(graphdef, state, st: DecodeState, max_new_tokens, temperature, t
         i = s.step
         prev = jax.lax.dynamic_slice_in_dim(s.tokens, i - 1, 1, axis=1)  # [B, 1]
         pos = (s.lengths + i - 1)[:, None]
-        logits, cache = model.forward_with_cache(prev, pos, s.cache, write_index=i - 1, key_mask=all_slots,
-                                                 prefix=(s.prompt_cache, s.prompt_mask))
+        logits, cache = model.forward_with_cache(
+            prev, pos, s.cache, write_index=i - 1, key_mask=all_slots, prefix=(s.prompt_cache, s.prompt_mask)
+        )
         key, sub = jax.random.split(s.key)
         tok, logp = _draw(sub, logits[:, 0], temperature, top_p, opts)
         tok = jnp.where(s.done, pad_id, tok)
@@ -139,9 +157,20 @@ def _to_lists(tokens, logprobs, max_new_tokens, eos: tuple[int, ...]):
     return out_tokens, out_logprobs, finished
 
 
-def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
-             top_k: int = 0, num_samples: int = 1, eos_token_id=None, seed: int = 0, pad_id: int = 0,
-             max_cache_len: int | None = None) -> GenerationResult:
+def generate(
+    model,
+    prompt_ids,
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    num_samples: int = 1,
+    eos_token_id=None,
+    seed: int = 0,
+    pad_id: int = 0,
+    max_cache_len: int | None = None,
+) -> GenerationResult:
     """Sample continuations of a batch of token-id prompts with a KV cache.
 
     ``prompt_ids``: list of prompts (lists of ints, any lengths). Each prompt is repeated
@@ -155,8 +184,9 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
     Returns a ``GenerationResult`` (``tokens``, ``logprobs`` under ``log_softmax(logits / T)``,
     ``prompt_lengths``, ``finished``).
     """
-    check_options(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                  num_samples=num_samples)
+    check_options(
+        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, num_samples=num_samples
+    )
     cfg = model.config
     eos = normalize_eos(eos_token_id)
     bad = [e for e in eos if not 0 <= e < cfg.vocab_size]
@@ -164,13 +194,24 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
         raise ValueError(f"eos_token_id {bad} outside the vocabulary [0, {cfg.vocab_size})")
     if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer)) or max_cache_len < 2):
         raise ValueError(f"max_cache_len must be an integer >= 2 or None, got {max_cache_len!r}")
-    batch = pad_prompts(prompt_ids, num_samples=num_samples, pad_id=pad_id, max_new_tokens=max_new_tokens,
-                        max_cache_len=max_cache_len, max_positions=cfg.max_position_embeddings,
-                        vocab_size=cfg.vocab_size)
+    batch = pad_prompts(
+        prompt_ids,
+        num_samples=num_samples,
+        pad_id=pad_id,
+        max_new_tokens=max_new_tokens,
+        max_cache_len=max_cache_len,
+        max_positions=cfg.max_position_embeddings,
+        vocab_size=cfg.vocab_size,
+    )
     greedy = temperature == 0
-    opts = SamplerOptions(greedy=greedy, top_k=int(top_k) if not greedy else 0,
-                          use_top_p=(not greedy) and top_p < 1.0, cache_len=batch.cache_len,
-                          gen_capacity=batch.gen_capacity, num_samples=num_samples)
+    opts = SamplerOptions(
+        greedy=greedy,
+        top_k=int(top_k) if not greedy else 0,
+        use_top_p=(not greedy) and top_p < 1.0,
+        cache_len=batch.cache_len,
+        gen_capacity=batch.gen_capacity,
+        num_samples=num_samples,
+    )
     graphdef, state = nnx.split(model)
     temp = jnp.float32(temperature if not greedy else 1.0)
     p = jnp.float32(top_p)
@@ -182,10 +223,17 @@ def generate(model, prompt_ids, *, max_new_tokens: int, temperature: float = 0.0
     if spans_processes(state):  # a model sharded over several processes: the prompts enter replicated
         replicated = NamedSharding(jax.tree.leaves(state)[0].sharding.mesh, PartitionSpec())
         ids, mask, lengths, temp, p, eos_ids, pad = to_global(
-            tuple(np.asarray(x) for x in (ids, mask, lengths, temp, p, eos_ids, pad)), (replicated,) * 7)
+            tuple(np.asarray(x) for x in (ids, mask, lengths, temp, p, eos_ids, pad)), (replicated,) * 7
+        )
     st = prefill(graphdef, state, ids, mask, lengths, jax.random.key(seed), temp, p, eos_ids, pad, opts=opts)
     st = decode_loop(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
     tokens, logprobs, steps = fetch((st.tokens, st.logprobs, st.step))
     out_tokens, out_logprobs, finished = _to_lists(tokens, logprobs, max_new_tokens, eos)
-    return GenerationResult(tokens=out_tokens, logprobs=out_logprobs, prompt_lengths=[int(n) for n in batch.lengths for _ in range(num_samples)],
-                            finished=finished, num_samples=num_samples, steps=int(steps))
+    return GenerationResult(
+        tokens=out_tokens,
+        logprobs=out_logprobs,
+        prompt_lengths=[int(n) for n in batch.lengths for _ in range(num_samples)],
+        finished=finished,
+        num_samples=num_samples,
+        steps=int(steps),
+    )

@@ -1,4 +1,5 @@
 """Tree search: generic MCTS / PUCT (SQLConductor workflows) and OmegaPRM step labelling (Reward-SQL PRM data)."""
+
 from .mcts import (
     MCTSConfig,
     MCTSResult,

@@ -20,6 +20,7 @@ broken by a ``numpy`` generator seeded from the config, so a search is determini
 and deterministic callables. Tree nodes are mutable by nature (the search updates their statistics
 in place); everything else is a frozen dataclass or a pure function.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -159,8 +160,10 @@ def select_child(node: Node, config: MCTSConfig, rng: np.random.Generator) -> No
     """The child of an expanded ``node`` with the highest PUCT / UCT score."""
     kids = list(node.children.values())
     if config.selection == "puct":
-        scores = [puct_score(k.q if k.visits else config.unvisited_value, k.prior, node.visits, k.visits, config.c)
-                  for k in kids]
+        scores = [
+            puct_score(k.q if k.visits else config.unvisited_value, k.prior, node.visits, k.visits, config.c)
+            for k in kids
+        ]
     else:
         scores = [uct_score(k.q, node.visits, k.visits, config.c) for k in kids]
     return kids[_argmax(scores, rng)]
@@ -181,14 +184,17 @@ def _expand(node: Node, problem: SearchProblem, config: MCTSConfig) -> None:
     else:
         weights = np.asarray(problem.priors(node.state, actions), dtype=np.float64)
         if weights.shape != (len(actions),) or (weights < 0).any() or not np.isfinite(weights).all():
-            raise ValueError(f"priors(state, actions) must return {len(actions)} finite non-negative weights "
-                             f"(one per action), got {weights.tolist()}")
+            raise ValueError(
+                f"priors(state, actions) must return {len(actions)} finite non-negative weights "
+                f"(one per action), got {weights.tolist()}"
+            )
     total = weights.sum()
     weights = weights / total if total > 0 else np.full(len(actions), 1.0 / len(actions))
     if len(set(actions)) != len(actions):
         raise ValueError(f"actions(state) returned duplicate moves {actions}; moves must be distinct hashables")
-    node.children = {a: Node(action=a, prior=float(w), parent=node, depth=node.depth + 1)
-                     for a, w in zip(actions, weights)}
+    node.children = {
+        a: Node(action=a, prior=float(w), parent=node, depth=node.depth + 1) for a, w in zip(actions, weights)
+    }
     node.expanded = True
 
 
@@ -230,8 +236,9 @@ def principal_variation(root: Node) -> tuple:
     return tuple(path)
 
 
-def mcts_search(root_state, problem: SearchProblem, config: MCTSConfig = MCTSConfig(), *,
-                root: Node | None = None) -> MCTSResult:
+def mcts_search(
+    root_state, problem: SearchProblem, config: MCTSConfig = MCTSConfig(), *, root: Node | None = None
+) -> MCTSResult:
     """Run ``config.num_simulations`` simulations from ``root_state`` (or continue an existing ``root``
     tree, e.g. after committing to a move) and report the root's statistics."""
     rng = np.random.default_rng(config.seed)
@@ -245,6 +252,11 @@ def mcts_search(root_state, problem: SearchProblem, config: MCTSConfig = MCTSCon
             break
     visits = {a: k.visits for a, k in root.children.items()}
     best = max(visits, key=visits.get) if visits and max(visits.values()) > 0 else None
-    return MCTSResult(root=root, best_action=best, visit_counts=visits,
-                      q_values={a: k.q for a, k in root.children.items()},
-                      principal_variation=principal_variation(root), simulations=runs)
+    return MCTSResult(
+        root=root,
+        best_action=best,
+        visit_counts=visits,
+        q_values={a: k.q for a, k in root.children.items()},
+        principal_variation=principal_variation(root),
+        simulations=runs,
+    )

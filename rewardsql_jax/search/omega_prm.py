@@ -29,6 +29,7 @@ The search is a generator that *yields* ``MCRequest(prefix, k)`` and is *sent* t
 a driver can batch the requests of many questions into one generation call and one execution batch
 (``run_searches``); ``label_rollouts`` drives one search with plain callables.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,12 +43,12 @@ from .mcts import puct_exploration
 class OmegaPRMConfig:
     """Paper values (Reward-SQL, following OmegaPRM): k=16, c_puct 0.125, alpha 0.5, beta 0.9, L 500."""
 
-    completions_per_step: int = 16   # k
+    completions_per_step: int = 16  # k
     c_puct: float = 0.125
     alpha: float = 0.5
     beta: float = 0.9
-    length_scale: float = 500.0      # L
-    search_budget: int = 8           # selection + binary-search iterations per question
+    length_scale: float = 500.0  # L
+    search_budget: int = 8  # selection + binary-search iterations per question
 
     def __post_init__(self):
         for name in ("completions_per_step", "search_budget", "length_scale"):
@@ -147,17 +148,21 @@ class _Node:
 def _check_answer(req: MCRequest, answer) -> list:
     answer = list(answer or [])
     if not answer:
-        raise ValueError(f"no completions for MCRequest(prefix of {len(req.prefix)} steps): return {req.k} "
-                         "judged Rollouts")
+        raise ValueError(
+            f"no completions for MCRequest(prefix of {len(req.prefix)} steps): return {req.k} judged Rollouts"
+        )
     for a in answer:
-        if not isinstance(a, Rollout) or tuple(a.steps[:len(req.prefix)]) != tuple(req.prefix):
+        if not isinstance(a, Rollout) or tuple(a.steps[: len(req.prefix)]) != tuple(req.prefix):
             raise ValueError("each completion must be a Rollout whose steps start with the requested prefix")
     return answer
 
 
-def omega_prm_search(rollouts: Sequence[Rollout], config: OmegaPRMConfig = OmegaPRMConfig(), *,
-                     length_fn: Callable[[tuple], float] = word_length
-                     ) -> Generator[MCRequest, list, OmegaPRMResult]:
+def omega_prm_search(
+    rollouts: Sequence[Rollout],
+    config: OmegaPRMConfig = OmegaPRMConfig(),
+    *,
+    length_fn: Callable[[tuple], float] = word_length,
+) -> Generator[MCRequest, list, OmegaPRMResult]:
     """Label one question's ``rollouts`` (judged, non-empty step tuples) by OmegaPRM search.
 
     Yields ``MCRequest``s, expects the judged completions sent back, returns an ``OmegaPRMResult``.
@@ -167,9 +172,9 @@ def omega_prm_search(rollouts: Sequence[Rollout], config: OmegaPRMConfig = Omega
     if any(not r.steps for r in rollouts):
         raise ValueError("every rollout needs at least one step; drop empty responses first")
     tree: dict[tuple, _Node] = {(): _Node(mc=sum(r.correct for r in rollouts) / max(len(rollouts), 1))}
-    pool: list[tuple[tuple, tuple]] = []     # (node prefix, rollout steps after it)
+    pool: list[tuple[tuple, tuple]] = []  # (node prefix, rollout steps after it)
     labelled: dict[tuple, LabelledRollout] = {}
-    seen: set = set()                        # full rollouts already queued or labelled
+    seen: set = set()  # full rollouts already queued or labelled
     counters = {"mc": 0, "completions": 0}
 
     def add_correct(steps, source):
@@ -180,7 +185,7 @@ def omega_prm_search(rollouts: Sequence[Rollout], config: OmegaPRMConfig = Omega
     def add_candidate(prefix, steps):
         if len(steps) > len(prefix) and steps not in seen:
             seen.add(steps)
-            pool.append((prefix, steps[len(prefix):]))
+            pool.append((prefix, steps[len(prefix) :]))
 
     for r in rollouts:
         if r.correct:
@@ -196,7 +201,7 @@ def omega_prm_search(rollouts: Sequence[Rollout], config: OmegaPRMConfig = Omega
         prefix, suffix = pool.pop(max(range(len(pool)), key=scores.__getitem__))
         tree[prefix].visits += 1
         full = prefix + suffix
-        lo, hi = len(prefix), len(full)      # full[:lo] reaches gold (or is the question); full is wrong
+        lo, hi = len(prefix), len(full)  # full[:lo] reaches gold (or is the question); full is wrong
         while hi - lo > 1:
             mid = (lo + hi) // 2
             cand = full[:mid]
@@ -211,7 +216,7 @@ def omega_prm_search(rollouts: Sequence[Rollout], config: OmegaPRMConfig = Omega
                     steps = tuple(a.steps)
                     if a.correct:
                         add_correct(steps, "completion")
-                    elif is_positive(mc):     # MC = 0: the node is wrong, nothing below it to search
+                    elif is_positive(mc):  # MC = 0: the node is wrong, nothing below it to search
                         add_candidate(cand, steps)
             if is_positive(tree[cand].mc):
                 lo = mid
@@ -219,8 +224,13 @@ def omega_prm_search(rollouts: Sequence[Rollout], config: OmegaPRMConfig = Omega
                 hi = mid
         labelled[full] = LabelledRollout(full, step_labels(len(full), hi - 1), hi - 1, "search")
     nodes = tuple(PrefixEstimate(p, n.mc, n.visits) for p, n in tree.items())
-    return OmegaPRMResult(labelled=tuple(labelled.values()), nodes=nodes, mc_evaluations=counters["mc"],
-                          completions=counters["completions"], iterations=iterations)
+    return OmegaPRMResult(
+        labelled=tuple(labelled.values()),
+        nodes=nodes,
+        mc_evaluations=counters["mc"],
+        completions=counters["completions"],
+        iterations=iterations,
+    )
 
 
 def run_searches(searches: Sequence[Generator], answer_batch: Callable[[list], list]) -> list:
@@ -250,18 +260,25 @@ def run_searches(searches: Sequence[Generator], answer_batch: Callable[[list], l
     return results
 
 
-def label_rollouts(rollouts: Sequence[Sequence[str]], complete: Callable[[tuple, int], Sequence[Sequence[str]]],
-                   is_correct: Callable[[tuple], bool], config: OmegaPRMConfig = OmegaPRMConfig(), *,
-                   length_fn: Callable[[tuple], float] = word_length) -> OmegaPRMResult:
+def label_rollouts(
+    rollouts: Sequence[Sequence[str]],
+    complete: Callable[[tuple, int], Sequence[Sequence[str]]],
+    is_correct: Callable[[tuple], bool],
+    config: OmegaPRMConfig = OmegaPRMConfig(),
+    *,
+    length_fn: Callable[[tuple], float] = word_length,
+) -> OmegaPRMResult:
     """OmegaPRM labels for one question with plain callables.
 
     ``rollouts``: step sequences of the policy's responses; ``complete(prefix, k)``: ``k`` continuations of
     ``prefix``, each the steps *after* the prefix; ``is_correct(steps)``: whether the full response
     reaches the gold result.
     """
+
     def judge(steps):
         return Rollout(tuple(steps), bool(is_correct(tuple(steps))))
 
     search = omega_prm_search([judge(r) for r in rollouts], config, length_fn=length_fn)
-    return run_searches([search], lambda items: [[judge(r.prefix + tuple(c)) for c in complete(r.prefix, r.k)]
-                                                 for _, r in items])[0]
+    return run_searches(
+        [search], lambda items: [[judge(r.prefix + tuple(c)) for c in complete(r.prefix, r.k)] for _, r in items]
+    )[0]

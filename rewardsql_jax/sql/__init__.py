@@ -1,4 +1,5 @@
 """Host-side SQL engine: sandboxed execution, EX/ExecF1, Chain-of-CTEs, EXPO-SQL clause rewards."""
+
 from .clause_rewards import ClauseRewards, RewardOptions, clause_rewards
 from .clauses import Clause, split_clauses
 from .cocte import CoCTE, Step, annotate_steps, format_step_result, prefix_sql, split_cocte

@@ -18,6 +18,7 @@ gold query has ORDER BY) makes them reachable. CTE definitions inherit the verdi
 references them (Table 15). Empty (or non-text, or longer than ``max_sql_chars``) predicted SQL is an
 execution error with no clauses: there is nothing to split, and nothing is executed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,6 +39,7 @@ _MATCH_RULES = ("bird", "ordered_bag")
 @dataclasses.dataclass(frozen=True)
 class RewardOptions:
     """Reward constants of EXPO-SQL Eqs. (1)-(3) (paper defaults) and the result-match rule."""
+
     correct: float = 1.5
     incorrect_erroneous: float = -0.5
     incorrect_other: float = 0.5
@@ -64,6 +66,7 @@ class RewardOptions:
 class ClauseRewards:
     """``case`` in CASES; ``clauses`` in logical order with rewards; ``diff`` = D* (incorrect case, else
     empty); ``db_calls`` = executions made by this call."""
+
     case: str
     clauses: tuple[Clause, ...]
     diff: frozenset[str]
@@ -95,9 +98,16 @@ def _assign(split: SplitSQL, flagged, bad: float, good: float) -> tuple[Clause, 
     return tuple(Clause(s.kind, s.start, s.end, bad if f else good, f) for s, f in zip(split.spans, flags))
 
 
-def clause_rewards(db_path, pred_sql: str, gold_sql: str, *, timeout_s: float = 30.0,
-                   options: RewardOptions = RewardOptions(), gold_result: ExecResult | None = None,
-                   execute_fn: Callable[..., ExecResult] = execute) -> ClauseRewards:
+def clause_rewards(
+    db_path,
+    pred_sql: str,
+    gold_sql: str,
+    *,
+    timeout_s: float = 30.0,
+    options: RewardOptions = RewardOptions(),
+    gold_result: ExecResult | None = None,
+    execute_fn: Callable[..., ExecResult] = execute,
+) -> ClauseRewards:
     """Clause-level rewards of ``pred_sql`` against ``gold_sql`` on ``db_path`` (EXPO-SQL 3.2, Eqs. 1-3).
 
     ``gold_result`` reuses an already computed gold result (not counted in ``db_calls``); ``execute_fn``
@@ -119,8 +129,9 @@ def clause_rewards(db_path, pred_sql: str, gold_sql: str, *, timeout_s: float = 
     pred = run(pred_sql)
     if not pred.ok:
         flagged = trace_error(split, pred.error, timed_out=pred.timed_out)
-        return ClauseRewards("error", _assign(split, flagged, options.error_erroneous, options.error_other),
-                             frozenset(), calls)
+        return ClauseRewards(
+            "error", _assign(split, flagged, options.error_erroneous, options.error_other), frozenset(), calls
+        )
     ordered = _gold_ordered(gold_sql)
     if results_equal(pred, gold, match=options.match, ordered=ordered):
         return ClauseRewards("correct", _assign(split, (), options.correct, options.correct), frozenset(), calls)
@@ -134,5 +145,6 @@ def clause_rewards(db_path, pred_sql: str, gold_sql: str, *, timeout_s: float = 
     else:
         results, _ = run_steps(steps, pred, run)
         flagged = locate(split, steps, results, gold, final).flagged
-    return ClauseRewards("incorrect", _assign(split, flagged, options.incorrect_erroneous, options.incorrect_other),
-                         final, calls)
+    return ClauseRewards(
+        "incorrect", _assign(split, flagged, options.incorrect_erroneous, options.incorrect_other), final, calls
+    )

@@ -21,6 +21,7 @@ comments between clauses belong to no clause. Kinds and spans:
 Text that sqlglot cannot parse (the syntax-error case) is still split from its tokens (``SplitSQL.parsed`` is
 False); an unterminated string is treated as running to the end of the text.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,13 +35,23 @@ KINDS = ("FROM", "JOIN", "WHERE", "GROUP BY", "HAVING", "SELECT", "ORDER BY", "L
 LOGICAL_RANK = {k: i for i, k in enumerate(KINDS)}
 
 _STARTS = {
-    TokenType.SELECT: "SELECT", TokenType.FROM: "FROM", TokenType.JOIN: "JOIN", TokenType.WHERE: "WHERE",
-    TokenType.GROUP_BY: "GROUP BY", TokenType.HAVING: "HAVING", TokenType.ORDER_BY: "ORDER BY",
+    TokenType.SELECT: "SELECT",
+    TokenType.FROM: "FROM",
+    TokenType.JOIN: "JOIN",
+    TokenType.WHERE: "WHERE",
+    TokenType.GROUP_BY: "GROUP BY",
+    TokenType.HAVING: "HAVING",
+    TokenType.ORDER_BY: "ORDER BY",
     TokenType.LIMIT: "LIMIT",
 }
 _JOIN_MODIFIERS = {
-    TokenType.LEFT, TokenType.RIGHT, TokenType.FULL, TokenType.INNER, TokenType.OUTER,
-    TokenType.CROSS, TokenType.NATURAL,
+    TokenType.LEFT,
+    TokenType.RIGHT,
+    TokenType.FULL,
+    TokenType.INNER,
+    TokenType.OUTER,
+    TokenType.CROSS,
+    TokenType.NATURAL,
 }
 _SET_OPS = {TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT}
 
@@ -49,6 +60,7 @@ _SET_OPS = {TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT}
 class Clause:
     """One clause of a query: ``sql[start:end]`` is its text; ``reward`` and ``erroneous`` as in EXPO-SQL
     Eqs. (1)-(3)."""
+
     kind: str
     start: int
     end: int
@@ -61,6 +73,7 @@ class ClauseSpan:
     """A clause found by the splitter. ``part`` is the set-operation part (-1 for a CTE definition);
     ``cte`` the CTE name for a CTE definition; ``ref`` the index (in ``SplitSQL.spans``) of the clause whose
     verdict a CTE definition inherits, or None."""
+
     kind: str
     start: int
     end: int
@@ -72,6 +85,7 @@ class ClauseSpan:
 @dataclasses.dataclass(frozen=True)
 class SplitSQL:
     """A split query: ``spans`` in logical order, ``tokens`` of the text, ``parsed`` whether sqlglot parses it."""
+
     sql: str
     spans: tuple[ClauseSpan, ...]
     tokens: tuple[Token, ...]
@@ -237,8 +251,12 @@ def _link_ctes(spans: list[ClauseSpan], tokens: list[Token]) -> list[ClauseSpan]
         for j, other in enumerate(out):
             if j == ci or (other.cte is not None and j < ci):
                 continue
-            if any(t.text.lower() == name and other.start <= t.start < other.end and
-                   t.token_type in (TokenType.VAR, TokenType.IDENTIFIER) for t in tokens):
+            if any(
+                t.text.lower() == name
+                and other.start <= t.start < other.end
+                and t.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
+                for t in tokens
+            ):
                 target = out[j]
                 ref = target.ref if target.ref is not None else j
                 out[ci] = dataclasses.replace(s, kind=out[ref].kind, ref=ref)

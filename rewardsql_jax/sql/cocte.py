@@ -5,6 +5,7 @@ final query ``q_f`` produces the answer. The policy writes the steps separated b
 (``"\\n\\n"``), see DESIGN.md. CTE *structure* is read from sqlglot's tokenizer and parser (so comments,
 string literals and quoted identifiers never confuse the split); spans index the original text.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -108,13 +109,16 @@ def split_cocte(sql: str) -> CoCTE:
         open_tok = tokens[i]
         i = _skip_parens(tokens, i, sql)
         close_tok = tokens[i - 1]
-        steps.append(Step(name=cte.alias, body=sql[open_tok.end + 1:close_tok.start].strip(),
-                          start=start, end=close_tok.end + 1))
+        steps.append(
+            Step(
+                name=cte.alias, body=sql[open_tok.end + 1 : close_tok.start].strip(), start=start, end=close_tok.end + 1
+            )
+        )
         if k + 1 < len(ctes):
             if tokens[i].token_type != TokenType.COMMA:
                 raise ValueError(f"expected ',' after CTE {cte.alias!r}")
             i += 1
-    return CoCTE(steps=tuple(steps), final=sql[steps[-1].end:].strip())
+    return CoCTE(steps=tuple(steps), final=sql[steps[-1].end :].strip())
 
 
 def _quote_name(name: str) -> str:
@@ -133,10 +137,12 @@ def prefix_sql(sql: str, k: int) -> str:
     if isinstance(k, bool) or not isinstance(k, int):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
     if not 1 <= k <= n:
-        raise ValueError(f"k={k} is out of range: the query has {n} CTE step(s), so k must be in 1..{n} "
-                         "(execute the query itself for the final step)")
+        raise ValueError(
+            f"k={k} is out of range: the query has {n} CTE step(s), so k must be in 1..{n} "
+            "(execute the query itself for the final step)"
+        )
     step = cocte.steps[k - 1]
-    return f"{sql[:step.end]}\nSELECT * FROM {_quote_name(step.name)}"
+    return f"{sql[: step.end]}\nSELECT * FROM {_quote_name(step.name)}"
 
 
 def format_step_result(result: ExecResult, *, max_chars: int = RESULT_MAX_CHARS) -> str:

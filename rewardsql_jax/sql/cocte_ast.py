@@ -1,4 +1,5 @@
 """sqlglot AST helpers for the Chain-of-CTEs rewrite (``to_cocte``): scoping, naming, column rewriting."""
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,9 @@ class Namer:
         return name
 
 
-_KEYWORDS = {w for k in sqlglot.Dialect.get_or_raise("sqlite").tokenizer_class.KEYWORDS for w in k.split()
-             if w.isalpha()}
+_KEYWORDS = {
+    w for k in sqlglot.Dialect.get_or_raise("sqlite").tokenizer_class.KEYWORDS for w in k.split() if w.isalpha()
+}
 
 
 def ident(name: str) -> exp.Identifier:
@@ -103,9 +105,15 @@ def main_table(q: exp.Expression) -> str:
 def is_star_from_step(q: exp.Expression, steps: set[str]) -> bool:
     """True for ``SELECT * FROM <step>`` (possibly parenthesised): an already lifted sub-query."""
     q = q.this if isinstance(q, exp.Subquery) else q
-    return (isinstance(q, exp.Select) and len(q.expressions) == 1 and isinstance(q.expressions[0], exp.Star)
-            and q.args.get("from_") is not None and q.args["from_"].this.name in steps
-            and not q.args.get("where") and not q.args.get("joins"))
+    return (
+        isinstance(q, exp.Select)
+        and len(q.expressions) == 1
+        and isinstance(q.expressions[0], exp.Star)
+        and q.args.get("from_") is not None
+        and q.args["from_"].this.name in steps
+        and not q.args.get("where")
+        and not q.args.get("joins")
+    )
 
 
 def col_key(c: exp.Column) -> tuple[str, str]:

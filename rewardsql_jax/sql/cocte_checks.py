@@ -6,6 +6,7 @@ steps that only rename their input (``SELECT * FROM prev``, or a projection that
 single source unchanged), and, given a database, steps whose prefix (``prefix_sql``: how the PRM's
 ``<result>`` annotation executes a step) does not execute.
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
@@ -77,7 +78,7 @@ def step_issues(sql: str, db_path=None) -> list[str]:
     final = parse_single(cocte.final)
     issues = []
     for k, (step, body) in enumerate(zip(cocte.steps, bodies)):
-        readers = [*bodies[k + 1:], final]
+        readers = [*bodies[k + 1 :], final]
         if not any(step.name.lower() in _tables(r) for r in readers):
             issues.append(f"unreferenced: {step.name}")
         plain = _plain_projection(body)

@@ -15,6 +15,7 @@ here produce those steps from a sqlglot SELECT; ``to_cocte._Converter`` calls th
   * ``group_step`` -- GROUP BY / aggregates; HAVING becomes a filter step over the grouped step;
   * ``top_k_step`` -- ORDER BY + LIMIT of a non-aggregated query (the final query re-sorts).
 """
+
 from __future__ import annotations
 
 from sqlglot import exp
@@ -121,8 +122,12 @@ class StepBuilder:
     def _needs_star(self, sel: exp.Select, stars: list) -> bool:
         """A per-table step must keep every column (``*``) when some use cannot be attributed to a table."""
         joins = sel.args.get("joins") or []
-        return (bool(stars) or any(j.args.get("using") or j.args.get("method") for j in joins)
-                or any(not c.table for c in _column_uses(sel)) or _has_unlifted(sel, self.step_names()))
+        return (
+            bool(stars)
+            or any(j.args.get("using") or j.args.get("method") for j in joins)
+            or any(not c.table for c in _column_uses(sel))
+            or _has_unlifted(sel, self.step_names())
+        )
 
     def push_down_filters(self, sel: exp.Select, stars: list) -> bool:
         """WHERE conditions of a join that read only one inner-side table -> a filter step on that table.
@@ -141,9 +146,15 @@ class StepBuilder:
         for cond in conjuncts(where.this):
             cols = outer_nodes(cond, exp.Column)
             quals = {c.table.lower() for c in cols}
-            if (cols and all(c.table for c in cols) and len(quals) == 1 and next(iter(quals)) in tables
-                    and not quals & nullable and not any(c.name.lower() in _ROWID for c in cols)
-                    and _reads_lifted_only(cond, self.step_names())):
+            if (
+                cols
+                and all(c.table for c in cols)
+                and len(quals) == 1
+                and next(iter(quals)) in tables
+                and not quals & nullable
+                and not any(c.name.lower() in _ROWID for c in cols)
+                and _reads_lifted_only(cond, self.step_names())
+            ):
                 pushed.setdefault(next(iter(quals)), []).append(cond)
             else:
                 rest.append(cond)
@@ -233,8 +244,12 @@ class StepBuilder:
         suffix = "joined" if joins else "filtered" if first is not None else "rows"
         src = self.add(f"{base}_{suffix}", source)
         for i, cond in enumerate(rest):
-            needed = {mapping[col_key(c)] for e in [*later, *rest[i + 1:]] for c in outer_nodes(e, exp.Column)
-                      if col_key(c) in mapping}
+            needed = {
+                mapping[col_key(c)]
+                for e in [*later, *rest[i + 1 :]]
+                for c in outer_nodes(e, exp.Column)
+                if col_key(c) in mapping
+            }
             proj = [column(a) for a in dict.fromkeys(mapping.values()) if a in needed] if not stars else []
             step = exp.Select(expressions=proj or [exp.Star()]).from_(exp.Table(this=ident(src)))
             src = self.add(f"{base}_filtered", step.where(qualify(rewrite_columns(cond, mapping), src)))
@@ -261,8 +276,11 @@ class StepBuilder:
         if sel.args.get("group"):
             agg.set("group", exp.Group(expressions=[qualify(rewrite(g), qual) for g in sel.args["group"].expressions]))
         having = sel.args.get("having")
-        split = (having is not None and not any(sel.args.get(k) for k in ("distinct", "limit", "offset"))
-                 and not any(isinstance(e, exp.Star) for e in items))
+        split = (
+            having is not None
+            and not any(sel.args.get(k) for k in ("distinct", "limit", "offset"))
+            and not any(isinstance(e, exp.Star) for e in items)
+        )
         if having is not None and not split:
             agg.set("having", qualify(rewrite(having), qual))
         base = self.base_name(sel.args["from_"])
@@ -303,14 +321,21 @@ class StepBuilder:
                     last.append("expressions", column(alias))
             new_order.append(o.__class__(**{**o.args, "this": column(alias, name)}))
         if order:
-            last.set("order", exp.Order(expressions=[qualify(o, qual) for o in order] if last is agg else
-                                        [o.__class__(**{**o.args, "this": column(o.this.name, grouped)})
-                                         for o in new_order]))
+            last.set(
+                "order",
+                exp.Order(
+                    expressions=[qualify(o, qual) for o in order]
+                    if last is agg
+                    else [o.__class__(**{**o.args, "this": column(o.this.name, grouped)}) for o in new_order]
+                ),
+            )
         for k in ("distinct", "limit", "offset"):
             last.set(k, sel.args.get(k))
         final = exp.Select().from_(exp.Table(this=ident(name)))
-        final.set("expressions", [exp.Star() if a is None else keep_output_name(column(a), orig)
-                                  for a, orig in zip(outs, sel.expressions)])
+        final.set(
+            "expressions",
+            [exp.Star() if a is None else keep_output_name(column(a), orig) for a, orig in zip(outs, sel.expressions)],
+        )
         if new_order:
             final.set("order", exp.Order(expressions=new_order))
         return final
@@ -321,9 +346,12 @@ class StepBuilder:
         becomes a column of ``agg`` (the alias of an equal projected expression in ``known``, else a new
         ``having_*`` alias, recorded in ``known``)."""
         cond = cond.copy()
-        targets = [n for n in cond.walk(bfs=True)
-                   if (isinstance(n, exp.AggFunc) or isinstance(n, exp.Column) and not isinstance(n.this, exp.Star))
-                   and not any(isinstance(p, exp.AggFunc) for p in _parents(n, cond))]
+        targets = [
+            n
+            for n in cond.walk(bfs=True)
+            if (isinstance(n, exp.AggFunc) or isinstance(n, exp.Column) and not isinstance(n.this, exp.Star))
+            and not any(isinstance(p, exp.AggFunc) for p in _parents(n, cond))
+        ]
         for t in targets:
             match = [a for e, a in known if e == t]
             if match:

@@ -18,6 +18,7 @@
 Results are compared as Python values, exactly as both official scripts do (``1 == 1.0``; floats
 are not rounded). Rows beyond ``max_rows`` make the execution fail (see ``execute.py``).
 """
+
 from __future__ import annotations
 
 import collections
@@ -195,8 +196,9 @@ def _jobs_for(db_path, pred_sql, gold_sql, mode):
     return (db_path, pred), (db_path, gold), spider_order_matters(gold)
 
 
-def exec_match(db_path, pred_sql, gold_sql, *, mode: str = "bird", timeout_s: float = 30.0,
-               max_rows: int = DEFAULT_MAX_ROWS) -> bool:
+def exec_match(
+    db_path, pred_sql, gold_sql, *, mode: str = "bird", timeout_s: float = 30.0, max_rows: int = DEFAULT_MAX_ROWS
+) -> bool:
     """Execution accuracy (EX) of one prediction: BIRD's set rule or Spider's test-suite rule.
 
     Reward-SQL's outcome reward OR(C) (Sec. 5.1) and EX metric (Sec. 6.1) use the BIRD rule; Spider
@@ -206,8 +208,9 @@ def exec_match(db_path, pred_sql, gold_sql, *, mode: str = "bird", timeout_s: fl
     return exec_match_batch([(db_path, pred_sql, gold_sql)], mode=mode, timeout_s=timeout_s, max_rows=max_rows)[0]
 
 
-def exec_match_batch(items, *, mode: str = "bird", timeout_s: float = 30.0, pool=None,
-                     max_rows: int | None = None) -> list[bool]:
+def exec_match_batch(
+    items, *, mode: str = "bird", timeout_s: float = 30.0, pool=None, max_rows: int | None = None
+) -> list[bool]:
     """:func:`exec_match` for many ``(db_path, pred_sql, gold_sql)``; runs on ``pool`` if given."""
     _check_mode(mode)
     plans = [_jobs_for(db, p, g, mode) for db, p, g in items]
@@ -310,8 +313,9 @@ def result_f1(pred: ExecResult, gold: ExecResult, kind: str = "soft") -> float:
     return soft_f1(pred.rows, gold.rows) if kind == "soft" else cell_f1(pred.rows, gold.rows)
 
 
-def exec_f1(db_path, pred_sql, gold_sql, *, kind: str = "soft", timeout_s: float = 30.0,
-            max_rows: int = DEFAULT_MAX_ROWS) -> float:
+def exec_f1(
+    db_path, pred_sql, gold_sql, *, kind: str = "soft", timeout_s: float = 30.0, max_rows: int = DEFAULT_MAX_ROWS
+) -> float:
     """Execute both queries and return :func:`result_f1` (BIRD mini-dev Soft-F1 by default)."""
     if kind not in F1_KINDS:
         raise ValueError(f"kind must be one of {F1_KINDS}, got {kind!r}")

@@ -9,6 +9,7 @@ Traversal tokens are sqlglot node type names (``Select``, ``Column``, ``Identifi
 tree *structure*: two CoCTEs that differ only in table/column names or constants are structurally identical.
 ``values=True`` also appends identifier names (lower-cased) and literal values to their nodes' tokens.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,7 @@ def _levenshtein_to_many(a: np.ndarray, bs: list[np.ndarray]) -> np.ndarray:
     width = int(lens.max()) if len(bs) else 0
     padded = np.full((len(bs), width), -1, dtype=np.int64)
     for r, b in enumerate(bs):
-        padded[r, :len(b)] = b
+        padded[r, : len(b)] = b
     cols = np.arange(width + 1)
     prev = np.broadcast_to(cols, (len(bs), width + 1)).copy()
     for i, token in enumerate(a, start=1):
@@ -80,9 +81,9 @@ def distance_matrix(candidates: Sequence[str], *, values: bool = False) -> np.nd
     n = len(codes)
     out = np.zeros((n, n))
     for i in range(n - 1):
-        d = _levenshtein_to_many(codes[i], codes[i + 1:])
-        denom = np.maximum(len(codes[i]), np.array([len(c) for c in codes[i + 1:]]))
-        out[i, i + 1:] = out[i + 1:, i] = d / denom
+        d = _levenshtein_to_many(codes[i], codes[i + 1 :])
+        denom = np.maximum(len(codes[i]), np.array([len(c) for c in codes[i + 1 :]]))
+        out[i, i + 1 :] = out[i + 1 :, i] = d / denom
     return out
 
 

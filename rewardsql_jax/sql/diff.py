@@ -27,6 +27,7 @@ optionally ordered): schema, bag content, ordering, value. The precise rules use
 
 ``TABLE12`` maps every type to the clauses Table 12 lists as its potential origin.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,8 +36,16 @@ from collections import Counter
 from .execute import ExecResult
 
 DIFF_TYPES = (
-    "col_count", "col_name", "row_order", "row_dedup", "row_subset",
-    "row_superset", "row_emptied", "row_created", "row_disjoint", "row_partial",
+    "col_count",
+    "col_name",
+    "row_order",
+    "row_dedup",
+    "row_subset",
+    "row_superset",
+    "row_emptied",
+    "row_created",
+    "row_disjoint",
+    "row_partial",
 )
 
 # Table 12, "Potential Erroneous Clauses" (SELECT (DISTINCT) and SELECT (Aggregates) are the SELECT clause).
@@ -90,8 +99,10 @@ def diff_types(pred: ExecResult, gold: ExecResult, *, ordered: bool = False) -> 
     out: set[str] = set()
     if len(pred.columns) != len(gold.columns):
         out.add("col_count")
-    elif any(a is not None and b is not None and a != b
-             for a, b in zip(map(_attribute, pred.columns), map(_attribute, gold.columns))):
+    elif any(
+        a is not None and b is not None and a != b
+        for a, b in zip(map(_attribute, pred.columns), map(_attribute, gold.columns))
+    ):
         out.add("col_name")
     p_rows, g_rows = list(pred.rows), list(gold.rows)
     if not p_rows and g_rows:

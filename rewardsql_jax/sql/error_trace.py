@@ -36,6 +36,7 @@ enclosing clause):
 * Anything unmatched or unlocatable flags every clause (the whole query failed and no clause can be
   exonerated).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,6 +53,7 @@ _NOT_NAMES = {TokenType.STRING, TokenType.NUMBER}
 @dataclasses.dataclass(frozen=True)
 class ErrorInfo:
     """A parsed SQLite error: Table 14 ``category``, pattern ``name`` and offending ``element`` (or None)."""
+
     category: str
     name: str
     element: str | None = None
@@ -127,8 +129,11 @@ class _Index:
         return {s for s in (self.span(k) for k in ks) if s is not None}
 
     def kinds(self, kinds, parts=None) -> set[int]:
-        return {i for i, s in enumerate(self.split.spans)
-                if s.kind in kinds and s.cte is None and (parts is None or s.part in parts)}
+        return {
+            i
+            for i, s in enumerate(self.split.spans)
+            if s.kind in kinds and s.cte is None and (parts is None or s.part in parts)
+        }
 
     def defining(self, name: str) -> set[int]:
         """FROM/JOIN clauses or CTE definitions that introduce table or alias ``name``."""
@@ -162,18 +167,18 @@ def _fails_at(prefix: str, message: str) -> bool:
 
 def _syntax_near(ix: _Index, token: str) -> set[int]:
     low, sql = token.lower(), ix.split.sql
-    hits = [k for k, t in enumerate(ix.toks) if t.text.lower() == low or sql[t.start:t.end + 1].lower() == low]
+    hits = [k for k, t in enumerate(ix.toks) if t.text.lower() == low or sql[t.start : t.end + 1].lower() == low]
     message = f'near "{token}": syntax error'
     # SQLite names the token, not its offset: the culprit is the first occurrence where parsing stops. Once
     # the parser has stopped at an occurrence, every longer prefix stops there too, so binary search.
     lo, hi = 0, len(hits)
     while lo < hi:
         mid = (lo + hi) // 2
-        if _fails_at(sql[:ix.toks[hits[mid]].end + 1], message):
+        if _fails_at(sql[: ix.toks[hits[mid]].end + 1], message):
             hi = mid
         else:
             lo = mid + 1
-    culprit = hits[lo:lo + 1] or hits[:1]
+    culprit = hits[lo : lo + 1] or hits[:1]
     for k in culprit:
         t = ix.toks[k]
         i = ix.span(k)
@@ -210,9 +215,14 @@ def _schema(ix: _Index, info: ErrorInfo) -> set[int]:
 
 def _logical(ix: _Index, info: ErrorInfo) -> set[int]:
     spans, el = ix.split.spans, info.element or ""
-    fixed = {"aggregate_in_group_by": ("GROUP BY",), "group_by_range": ("GROUP BY",),
-             "order_by_term": ("ORDER BY",), "compound_columns": ("SELECT",), "having": ("HAVING",),
-             "no_tables": ("SELECT",)}
+    fixed = {
+        "aggregate_in_group_by": ("GROUP BY",),
+        "group_by_range": ("GROUP BY",),
+        "order_by_term": ("ORDER BY",),
+        "compound_columns": ("SELECT",),
+        "having": ("HAVING",),
+        "no_tables": ("SELECT",),
+    }
     if info.name in fixed:
         return ix.kinds(fixed[info.name])
     banned = ("FROM", "JOIN", "WHERE", "GROUP BY")
@@ -220,8 +230,11 @@ def _logical(ix: _Index, info: ErrorInfo) -> set[int]:
         calls = ix.spans_of(ix.calls(el))
         return {i for i in calls if spans[i].kind in banned + ("HAVING",)} or calls
     if info.name == "misuse_aggregate":
-        aliases = [ix.toks[k + 1].text for k in range(ix.n - 1)
-                   if ix.typ(k) == TokenType.ALIAS and ix.span(k) is not None and spans[ix.span(k)].kind == "SELECT"]
+        aliases = [
+            ix.toks[k + 1].text
+            for k in range(ix.n - 1)
+            if ix.typ(k) == TokenType.ALIAS and ix.span(k) is not None and spans[ix.span(k)].kind == "SELECT"
+        ]
         uses = {i for a in aliases for i in ix.spans_of(ix.names(a, unqualified=True)) if spans[i].kind in banned}
         calls = ix.spans_of(ix.calls(el))
         return uses or {i for i in calls if spans[i].kind in banned} or calls
@@ -233,8 +246,9 @@ def _logical(ix: _Index, info: ErrorInfo) -> set[int]:
         last = max((s.part for s in spans), default=0)
         return {i for i in ix.kinds((kind,)) if spans[i].part != last} or ix.kinds((kind,))
     if info.name == "subquery_columns":
-        return ix.spans_of(k for k, t in enumerate(ix.toks)
-                           if t.token_type == TokenType.SELECT and ix.typ(k - 1) == TokenType.L_PAREN)
+        return ix.spans_of(
+            k for k, t in enumerate(ix.toks) if t.token_type == TokenType.SELECT and ix.typ(k - 1) == TokenType.L_PAREN
+        )
     return set()
 
 
@@ -250,9 +264,15 @@ def trace_error(split: SplitSQL, message: str | None, *, timed_out: bool = False
     elif info.category == "logical":
         out = _logical(ix, info)
     elif info.name == "datatype_mismatch":
-        lim = {i for i in ix.kinds(("LIMIT",))
-               if any(t.token_type not in (TokenType.LIMIT, TokenType.OFFSET, TokenType.NUMBER, TokenType.COMMA)
-                      for t in ix.toks if split.spans[i].start <= t.start < split.spans[i].end)}
+        lim = {
+            i
+            for i in ix.kinds(("LIMIT",))
+            if any(
+                t.token_type not in (TokenType.LIMIT, TokenType.OFFSET, TokenType.NUMBER, TokenType.COMMA)
+                for t in ix.toks
+                if split.spans[i].start <= t.start < split.spans[i].end
+            )
+        }
         out = lim or ix.kinds(("WHERE", "JOIN"))
     elif info.name == "constraint":
         out = ix.kinds(("WHERE", "JOIN"))

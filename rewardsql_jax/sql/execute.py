@@ -34,6 +34,7 @@ No exception ever escapes :func:`execute`: bad input (missing file, empty SQL, s
 statements, non-UTF-8 text, oversized SQL) comes back as ``ExecResult(ok=False, error=...)``.
 SQL errors carry SQLite's own message unchanged (EXPO-SQL parses them).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,13 +58,24 @@ _LEADING_COMMENTS = r"(?:\s|--[^\n]*(?:\n|\Z)|/\*(?:[^*]|\*(?!/))*(?:\*/|\Z))*"
 # so a typo still gets SQLite's own "syntax error" message (EXPO-SQL reads those).
 _DENIED_START = re.compile(
     rf"(?is)\A{_LEADING_COMMENTS}(alter|analyze|attach|begin|commit|create|delete|detach|drop|end|explain|insert"
-    r"|pragma|reindex|release|replace|rollback|savepoint|update|vacuum)\b")
+    r"|pragma|reindex|release|replace|rollback|savepoint|update|vacuum)\b"
+)
 _ONLY_COMMENTS = re.compile(rf"(?is)\A{_LEADING_COMMENTS}\Z")
 _DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
-_READONLY_PRAGMAS = frozenset({
-    "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
-    "foreign_key_list", "collation_list", "function_list", "pragma_list", "module_list",
-})
+_READONLY_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "table_xinfo",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "collation_list",
+        "function_list",
+        "pragma_list",
+        "module_list",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +95,37 @@ def _error(msg: str, *, timed_out: bool = False) -> ExecResult:
 
 _ACTION_NAMES = {
     getattr(sqlite3, "SQLITE_" + n): n.replace("_", " ")
-    for n in ("CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE", "CREATE_TEMP_TRIGGER",
-              "CREATE_TEMP_VIEW", "CREATE_TRIGGER", "CREATE_VIEW", "DELETE", "DROP_INDEX", "DROP_TABLE",
-              "DROP_TEMP_INDEX", "DROP_TEMP_TABLE", "DROP_TEMP_TRIGGER", "DROP_TEMP_VIEW", "DROP_TRIGGER",
-              "DROP_VIEW", "INSERT", "PRAGMA", "TRANSACTION", "UPDATE", "ATTACH", "DETACH", "ALTER_TABLE",
-              "REINDEX", "ANALYZE", "CREATE_VTABLE", "DROP_VTABLE", "SAVEPOINT")
+    for n in (
+        "CREATE_INDEX",
+        "CREATE_TABLE",
+        "CREATE_TEMP_INDEX",
+        "CREATE_TEMP_TABLE",
+        "CREATE_TEMP_TRIGGER",
+        "CREATE_TEMP_VIEW",
+        "CREATE_TRIGGER",
+        "CREATE_VIEW",
+        "DELETE",
+        "DROP_INDEX",
+        "DROP_TABLE",
+        "DROP_TEMP_INDEX",
+        "DROP_TEMP_TABLE",
+        "DROP_TEMP_TRIGGER",
+        "DROP_TEMP_VIEW",
+        "DROP_TRIGGER",
+        "DROP_VIEW",
+        "INSERT",
+        "PRAGMA",
+        "TRANSACTION",
+        "UPDATE",
+        "ATTACH",
+        "DETACH",
+        "ALTER_TABLE",
+        "REINDEX",
+        "ANALYZE",
+        "CREATE_VTABLE",
+        "DROP_VTABLE",
+        "SAVEPOINT",
+    )
     if hasattr(sqlite3, "SQLITE_" + n)
 }
 _SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
@@ -139,8 +177,14 @@ def connect_readonly(db_path, *, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES)
     path = pathlib.Path(os.fspath(db_path)).resolve()
     if not path.is_file():
         raise FileNotFoundError(f"database file not found: {db_path} (pass the path to an existing .sqlite file)")
-    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5.0, isolation_level=None,
-                           check_same_thread=False, factory=_SandboxConnection)
+    conn = sqlite3.connect(
+        f"{path.as_uri()}?mode=ro",
+        uri=True,
+        timeout=5.0,
+        isolation_level=None,
+        check_same_thread=False,
+        factory=_SandboxConnection,
+    )
     try:
         if hasattr(conn, "enable_load_extension"):
             conn.enable_load_extension(False)
@@ -167,8 +211,10 @@ def _check_sql(sql, max_sql_chars: int) -> tuple[str | None, str | None]:
     if not isinstance(sql, str):
         return None, f"SQL must be a str, got {type(sql).__name__}"
     if len(sql) > max_sql_chars:
-        return None, (f"SQL is {len(sql)} characters long, over the max_sql_chars={max_sql_chars} limit; "
-                      "a generated query this long is refused (raise max_sql_chars if it is intended)")
+        return None, (
+            f"SQL is {len(sql)} characters long, over the max_sql_chars={max_sql_chars} limit; "
+            "a generated query this long is refused (raise max_sql_chars if it is intended)"
+        )
     try:
         sql.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -179,8 +225,10 @@ def _check_sql(sql, max_sql_chars: int) -> tuple[str | None, str | None]:
         return None, "empty SQL: there is no statement to execute (only whitespace or comments)"
     denied = _DENIED_START.match(sql)
     if denied:
-        return None, (f"{denied.group(1).upper()} statements are not allowed: the database is opened read-only and only "
-                      "queries (SELECT, WITH ... SELECT, VALUES) may run")
+        return None, (
+            f"{denied.group(1).upper()} statements are not allowed: the database is opened read-only and only "
+            "queries (SELECT, WITH ... SELECT, VALUES) may run"
+        )
     return sql, None
 
 
@@ -188,9 +236,16 @@ def _value_bytes(v) -> int:
     return len(v) if isinstance(v, (str, bytes)) else 8
 
 
-def run_query(conn: _SandboxConnection, sql, *, timeout_s: float = 30.0, max_rows: int = DEFAULT_MAX_ROWS,
-              max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, text_errors: str = "strict",
-              max_sql_chars: int = DEFAULT_MAX_SQL_CHARS) -> ExecResult:
+def run_query(
+    conn: _SandboxConnection,
+    sql,
+    *,
+    timeout_s: float = 30.0,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    text_errors: str = "strict",
+    max_sql_chars: int = DEFAULT_MAX_SQL_CHARS,
+) -> ExecResult:
     """Run one query on a connection from :func:`connect_readonly` (defences 2, 4 and 5 above)."""
     if text_errors not in TEXT_ERRORS:
         return _error(f"text_errors must be one of {TEXT_ERRORS}, got {text_errors!r}")
@@ -218,8 +273,10 @@ def run_query(conn: _SandboxConnection, sql, *, timeout_s: float = 30.0, max_row
                 return _error(f"result has more than max_rows={max_rows} rows; refine the query or raise max_rows")
             size += sum(_value_bytes(v) + _CELL_OVERHEAD for r in batch for v in r)
             if size > max_result_bytes:
-                return _error(f"result is larger than max_result_bytes={max_result_bytes}; "
-                              "refine the query or raise max_result_bytes")
+                return _error(
+                    f"result is larger than max_result_bytes={max_result_bytes}; "
+                    "refine the query or raise max_result_bytes"
+                )
         return ExecResult(ok=True, columns=columns, rows=tuple(rows))
     except sqlite3.Error as e:
         msg = str(e)
@@ -241,9 +298,17 @@ def run_query(conn: _SandboxConnection, sql, *, timeout_s: float = 30.0, max_row
                 pass
 
 
-def execute(db_path, sql, *, timeout_s: float = 30.0, max_rows: int = DEFAULT_MAX_ROWS,
-            max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-            text_errors: str = "strict", max_sql_chars: int = DEFAULT_MAX_SQL_CHARS) -> ExecResult:
+def execute(
+    db_path,
+    sql,
+    *,
+    timeout_s: float = 30.0,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    text_errors: str = "strict",
+    max_sql_chars: int = DEFAULT_MAX_SQL_CHARS,
+) -> ExecResult:
     """Execute one read-only query in the sandbox and return its rows.
 
     This is the execution behind Reward-SQL's outcome reward OR(C) (Sec. 5.1) and EX metric
@@ -261,7 +326,14 @@ def execute(db_path, sql, *, timeout_s: float = 30.0, max_rows: int = DEFAULT_MA
     except (sqlite3.Error, OSError, ValueError, TypeError) as e:
         return _error(f"cannot open database {db_path!s}: {e}")
     try:
-        return run_query(conn, sql, timeout_s=timeout_s, max_rows=max_rows, max_result_bytes=max_result_bytes,
-                         text_errors=text_errors, max_sql_chars=max_sql_chars)
+        return run_query(
+            conn,
+            sql,
+            timeout_s=timeout_s,
+            max_rows=max_rows,
+            max_result_bytes=max_result_bytes,
+            text_errors=text_errors,
+            max_sql_chars=max_sql_chars,
+        )
     finally:
         conn.close()

@@ -29,6 +29,7 @@ or executed) we flag the clauses whose kinds Table 12 lists for the types in ``D
 of those kinds (say ``row_superset`` with no JOIN and no WHERE, i.e. a missing filter) every clause is
 flagged. Steps whose query fails to execute are skipped (not compared).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,6 +52,7 @@ class Step:
     compound step: every clause of the parts after the first), ``prev`` the step it is compared with (None:
     compared with gold, col_count only), ``ordered`` whether the comparison looks at row order, ``final``
     whether it is the whole query."""
+
     sql: str
     parts: tuple[int, ...]
     kinds: tuple[str, ...]
@@ -63,6 +65,7 @@ class Step:
 class Located:
     """Result of Algorithm 1: ``flagged`` span indices, per-step diffs ``step_diffs`` (None: not run or
     failed), and whether the Table 12 fallback chose the flags."""
+
     flagged: frozenset[int]
     step_diffs: tuple[frozenset[str] | None, ...]
     fallback: bool
@@ -153,8 +156,14 @@ def build_steps(sql: str) -> tuple[Step, ...]:
     prev = len(steps) - 1
     if isinstance(root, exp.SetOperation):
         # The set operation combines part 1.. into part 0's rows: compare with part 0 and blame the later parts.
-        steps.append(Step(_sql(_strip(root, "order", "limit", "offset"), with_), tuple(range(1, last + 1)),
-                          _COMPOUND_KINDS, first_part_end))
+        steps.append(
+            Step(
+                _sql(_strip(root, "order", "limit", "offset"), with_),
+                tuple(range(1, last + 1)),
+                _COMPOUND_KINDS,
+                first_part_end,
+            )
+        )
         prev = len(steps) - 1
     if order is not None:
         q = _strip(root, "limit", "offset")

@@ -15,6 +15,7 @@ worker *processes* (a SQLite query holds the GIL, and a crash must not take the 
 * the parent keeps an LRU cache of results keyed by (db file, mtime, sql, max_rows, text_errors),
   so the repeated gold queries of RL cost one execution; timeouts and crashes are never cached.
 """
+
 from __future__ import annotations
 
 import collections
@@ -113,7 +114,8 @@ class _Worker:
         raise RuntimeError(
             f"an ExecutorPool worker failed to start (exit code {self.proc.exitcode}). Workers are started with "
             f"'{self.method}', which re-imports the main module: run the program from a file whose entry point "
-            "is guarded by `if __name__ == '__main__':` (not from stdin), and check the worker's stderr.")
+            "is guarded by `if __name__ == '__main__':` (not from stdin), and check the worker's stderr."
+        )
 
     def kill(self) -> None:
         if self.proc.is_alive():
@@ -135,9 +137,19 @@ class ExecutorPool:
       _test_hooks: let SQL starting with ``--@test:crash`` / ``--@test:hang`` crash or hang a worker.
     """
 
-    def __init__(self, workers: int | None = None, *, cache_size: int = 65536, max_rows: int = DEFAULT_MAX_ROWS,
-                 text_errors: str = "strict", hang_grace_s: float = 5.0, heap_limit_bytes: int = 2**30,
-                 max_connections: int = 64, start_method: str | None = None, _test_hooks: bool = False):
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        cache_size: int = 65536,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        text_errors: str = "strict",
+        hang_grace_s: float = 5.0,
+        heap_limit_bytes: int = 2**30,
+        max_connections: int = 64,
+        start_method: str | None = None,
+        _test_hooks: bool = False,
+    ):
         workers = (os.cpu_count() or 1) if workers is None else int(workers)
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -146,8 +158,10 @@ class ExecutorPool:
         if start_method is None:
             start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         if start_method not in ("forkserver", "spawn"):
-            raise ValueError(f"start_method must be 'forkserver' or 'spawn' (fork is unsafe once JAX is "
-                             f"initialised), got {start_method!r}")
+            raise ValueError(
+                f"start_method must be 'forkserver' or 'spawn' (fork is unsafe once JAX is "
+                f"initialised), got {start_method!r}"
+            )
         self._ctx = mp.get_context(start_method)
         self._args = (int(heap_limit_bytes), int(max_connections), bool(_test_hooks))
         self._n = workers
@@ -190,8 +204,15 @@ class ExecutorPool:
         """Drop every cached result (e.g. after replacing a database file in place)."""
         self._cache.clear()
 
-    def map(self, jobs, *, timeout_s: float = 30.0, max_rows: int | None = None, text_errors: str | None = None,
-            progress: bool | str = False) -> list[ExecResult]:
+    def map(
+        self,
+        jobs,
+        *,
+        timeout_s: float = 30.0,
+        max_rows: int | None = None,
+        text_errors: str | None = None,
+        progress: bool | str = False,
+    ) -> list[ExecResult]:
         """Execute ``[(db_path, sql), ...]`` and return one :class:`ExecResult` per job, in input order.
 
         Never raises for bad SQL or databases (those are error results). ``progress=True`` (or a
@@ -315,8 +336,14 @@ class ExecutorPool:
                 else:
                     self._counts[why] += 1
                     limit = f" after {timeout_s + self._grace:g} s" if why == "hung" else ""
-                    finish(head, ExecResult(ok=False, error=f"worker {why}{limit} while executing this query "
-                                                            "(it was replaced)", timed_out=why == "hung"))
+                    finish(
+                        head,
+                        ExecResult(
+                            ok=False,
+                            error=f"worker {why}{limit} while executing this query (it was replaced)",
+                            timed_out=why == "hung",
+                        ),
+                    )
                 pending.extendleft(by_id[j] for j in reversed(w.jobs))
             self._workers[k] = self._spawn()
 
@@ -345,8 +372,9 @@ class ExecutorPool:
                 continue
             now = time.monotonic()
             next_deadline = min(w.head_since for w in busy) + timeout_s + self._grace
-            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy],
-                         timeout=max(0.0, next_deadline - now))
+            ready = wait(
+                [w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=max(0.0, next_deadline - now)
+            )
             for k, w in enumerate(list(self._workers)):
                 if not w.jobs:
                     continue

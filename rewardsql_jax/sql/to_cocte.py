@@ -27,6 +27,7 @@ query. Without a safe rewrite (window functions, correlated sub-queries outside 
 followed by ``SELECT * FROM`` it; ``convert_to_cocte`` reports that fallback with a reason code.
 Measured on Spider / BIRD gold SQL: benchmarks/cocte_conversion.py, figures in benchmarks/RESULTS.md.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -172,9 +173,12 @@ class _Converter(StepBuilder):
         self.lift_subqueries(sel)
         items = list(sel.expressions)
         resolve_alias_refs(sel, items)
-        later = [*items, *(sel.args["group"].expressions if sel.args.get("group") else []),
-                 *([sel.args["having"]] if sel.args.get("having") else []),
-                 *(o.this for o in (sel.args["order"].expressions if sel.args.get("order") else []))]
+        later = [
+            *items,
+            *(sel.args["group"].expressions if sel.args.get("group") else []),
+            *([sel.args["having"]] if sel.args.get("having") else []),
+            *(o.this for o in (sel.args["order"].expressions if sel.args.get("order") else [])),
+        ]
         for e in later:
             for q in outer_nodes(e, exp.Query):
                 if not is_star_from_step(q, self.step_names()):
@@ -183,8 +187,9 @@ class _Converter(StepBuilder):
         qual_star = any(isinstance(e, exp.Column) and isinstance(e.this, exp.Star) for e in items)
         if qual_star or (stars and len(items) > 1):
             raise Unsupported("qualified or mixed star projection", "star_projection")
-        grouped = (sel.args.get("group") is not None or bool(sel.args.get("having"))
-                   or any(is_aggregate(e) for e in later))
+        grouped = (
+            sel.args.get("group") is not None or bool(sel.args.get("having")) or any(is_aggregate(e) for e in later)
+        )
         if self.pad and self.depth == 0:
             self.single_step = self.column_steps(sel, stars, grouped)
         pushed = self.push_down_filters(sel, stars)

@@ -9,6 +9,7 @@ gold result (BIRD set rule plus the same column count). Exact duplicates go firs
 keeps ``data.cocte_dedup_keep`` of each question's verified CoCTEs (earlier candidates win ties, so the
 rule rewrite is preferred).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,8 @@ def cocte_layout(sql: str) -> str:
     parsed = split_cocte(sql)
     if not parsed.steps:
         raise ValueError("no top-level CTE: not a Chain-of-CTEs")
-    head = "WITH RECURSIVE" if "RECURSIVE" in sql[:parsed.steps[0].start].upper() else "WITH"
-    steps = [_one_block(sql[s.start:s.end]) for s in parsed.steps]
+    head = "WITH RECURSIVE" if "RECURSIVE" in sql[: parsed.steps[0].start].upper() else "WITH"
+    steps = [_one_block(sql[s.start : s.end]) for s in parsed.steps]
     final = _one_block(parsed.final.rstrip().rstrip(";"))
     if not final:
         raise ValueError("no final query after the CTEs")
@@ -56,7 +57,7 @@ def extract_cocte(text: str) -> str | None:
     if not isinstance(text, str):
         return None
     try:
-        return cocte_layout(text)           # already a clean CoCTE (e.g. the rule rewrite)
+        return cocte_layout(text)  # already a clean CoCTE (e.g. the rule rewrite)
     except ValueError:
         pass
     fenced = _FENCE.search(text)
@@ -64,7 +65,7 @@ def extract_cocte(text: str) -> str | None:
     start = _WITH.search(body)
     if start is None:
         return None
-    body = body[start.start():]
+    body = body[start.start() :]
     for stop in (";", "【", "```"):
         body = body.split(stop)[0]
     blocks = body.strip().split("\n\n")
@@ -120,8 +121,7 @@ def select_coctes(questions, pool, keep: float = 1.0) -> list[CoCTESelection]:
                     verified.append(t)
             else:
                 status.append("wrong_result")
-        out.append(CoCTESelection(kept=dedup(verified, keep) if verified else [], status=status,
-                                  gold_ok=gold.ok))
+        out.append(CoCTESelection(kept=dedup(verified, keep) if verified else [], status=status, gold_ok=gold.ok))
     return out
 
 
@@ -134,22 +134,43 @@ def sample_rewrites(ctx, examples, schema_of) -> tuple[list, int]:
 
     d = ctx.config.data
     if not d.cocte_rewriter_path:
-        raise ValueError(f"data.cocte_rewriter={d.cocte_rewriter!r} needs data.cocte_rewriter_path (a local HF "
-                         f"checkpoint dir of the rewriting model), or use data.cocte_rewriter='rule'")
+        raise ValueError(
+            f"data.cocte_rewriter={d.cocte_rewriter!r} needs data.cocte_rewriter_path (a local HF "
+            f"checkpoint dir of the rewriting model), or use data.cocte_rewriter='rule'"
+        )
     path = Path(d.cocte_rewriter_path)
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"data.cocte_rewriter_path={str(path)!r} is not a HF checkpoint directory (no "
-                                f"config.json); point it at a local model saved with save_pretrained, or use "
-                                f"data.cocte_rewriter='rule'")
+        raise FileNotFoundError(
+            f"data.cocte_rewriter_path={str(path)!r} is not a HF checkpoint directory (no "
+            f"config.json); point it at a local model saved with save_pretrained, or use "
+            f"data.cocte_rewriter='rule'"
+        )
     tok = load_tokenizer(path)
     model = load_model(path, ctx.config.model.dtype)
-    prompts = [format_prompt(tok, cocte_rewrite_prompt(schema_of(ex), ex.question, ex.gold_sql, ex.evidence),
-                             chat_template=d.cocte_rewriter_chat_template) for ex in examples]
+    prompts = [
+        format_prompt(
+            tok,
+            cocte_rewrite_prompt(schema_of(ex), ex.question, ex.gold_sql, ex.evidence),
+            chat_template=d.cocte_rewriter_chat_template,
+        )
+        for ex in examples
+    ]
     budget = model.config.max_position_embeddings - d.cocte_rewrite_max_new_tokens
     fit = [i for i, p in enumerate(prompts) if len(tok(p, add_special_tokens=False).input_ids) <= budget]
-    done = generate_sql(model, tok, [prompts[i] for i in fit], num_samples=d.cocte_rewrite_samples,
-                        temperature=d.cocte_rewrite_temperature, max_new_tokens=d.cocte_rewrite_max_new_tokens,
-                        seed=ctx.config.seed + 11, desc="cold start: model CoCTE rewrites") if fit else None
+    done = (
+        generate_sql(
+            model,
+            tok,
+            [prompts[i] for i in fit],
+            num_samples=d.cocte_rewrite_samples,
+            temperature=d.cocte_rewrite_temperature,
+            max_new_tokens=d.cocte_rewrite_max_new_tokens,
+            seed=ctx.config.seed + 11,
+            desc="cold start: model CoCTE rewrites",
+        )
+        if fit
+        else None
+    )
     texts = [[] for _ in examples]
     for i, t in zip(fit, done.texts if done else []):
         texts[i] = t

@@ -9,6 +9,7 @@ db path, prompt, gold SQL, CoCTE ``target``, difficulty; train records also list
 same result as the gold query (BIRD set rule plus the same column count), see ``cocte_rewrites``.
 Questions without a verified CoCTE keep the gold SQL as target, so nothing is silently dropped.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,14 @@ def load_benchmarks(ctx: RunContext):
     """(train, eval) ``Benchmark``s for the configured data source."""
     d = ctx.config.data
     if d.source == "builtin":
-        return make_builtin_benchmark(ctx.stage_dir("cold_start") / "data", seed=ctx.config.seed,
-                                      n_train_dbs=d.n_train_dbs, n_test_dbs=d.n_test_dbs,
-                                      questions_per_db=d.questions_per_db,
-                                      rename_test_schemas=d.rename_test_schemas)
+        return make_builtin_benchmark(
+            ctx.stage_dir("cold_start") / "data",
+            seed=ctx.config.seed,
+            n_train_dbs=d.n_train_dbs,
+            n_test_dbs=d.n_test_dbs,
+            questions_per_db=d.questions_per_db,
+            rename_test_schemas=d.rename_test_schemas,
+        )
     root = Path(d.root)
     if not root.exists():
         raise FileNotFoundError(f"data.root={root} does not exist; download the dataset and point data.root at it")
@@ -67,10 +72,17 @@ def rule_cocte(sql: str, schema: dict | None = None) -> tuple[str | None, bool]:
 
 
 def _record(ctx: RunContext, ex, prompt: str, target: str) -> dict:
-    return {"question_id": ex.question_id, "db_id": ex.db_id, "db_path": ctx.stored_path(ex.db_path),
-            "question": ex.question,
-            "evidence": ex.evidence, "difficulty": ex.difficulty, "gold_sql": ex.gold_sql, "prompt": prompt,
-            "target": target}
+    return {
+        "question_id": ex.question_id,
+        "db_id": ex.db_id,
+        "db_path": ctx.stored_path(ex.db_path),
+        "question": ex.question,
+        "evidence": ex.evidence,
+        "difficulty": ex.difficulty,
+        "gold_sql": ex.gold_sql,
+        "prompt": prompt,
+        "target": target,
+    }
 
 
 def write_jsonl(path: Path, records) -> None:
@@ -108,36 +120,55 @@ def run_cold_start(ctx: RunContext) -> dict:
             columns[ex.db_path] = table_columns(ex.db_path)
         return columns[ex.db_path]
 
-    rules = [rule_cocte(ex.gold_sql, columns_of(ex)) if d.cocte_rewriter != "model" else (None, False)
-             for ex in tqdm(train_examples, desc="cold start: gold -> CoCTE")]
-    sampled, too_long = ([[] for _ in train_examples], 0) if d.cocte_rewriter == "rule" else \
-        sample_rewrites(ctx, train_examples, schema_of)
+    rules = [
+        rule_cocte(ex.gold_sql, columns_of(ex)) if d.cocte_rewriter != "model" else (None, False)
+        for ex in tqdm(train_examples, desc="cold start: gold -> CoCTE")
+    ]
+    sampled, too_long = (
+        ([[] for _ in train_examples], 0)
+        if d.cocte_rewriter == "rule"
+        else sample_rewrites(ctx, train_examples, schema_of)
+    )
     # candidates of a question: the rule rewrite first (preferred on dedup ties), then the model's
-    questions = [(ex.db_path, ex.gold_sql, ([rule] if rule is not None else []) + list(texts))
-                 for ex, (rule, _), texts in zip(train_examples, rules, sampled)]
+    questions = [
+        (ex.db_path, ex.gold_sql, ([rule] if rule is not None else []) + list(texts))
+        for ex, (rule, _), texts in zip(train_examples, rules, sampled)
+    ]
     selections = select_coctes(questions, ctx.pool(), d.cocte_dedup_keep)
     records, model_status, rule_verified = [], {s: 0 for s in STATUSES}, 0
     for ex, (rule, _), sel in zip(train_examples, rules, selections):
         rule_verified += rule is not None and sel.status[0] == "verified"
-        for s in sel.status[rule is not None:]:
+        for s in sel.status[rule is not None :]:
             model_status[s] += 1
         targets = sel.kept or [ex.gold_sql]
         records.append({**_record(ctx, ex, prompt_of(ex), targets[0]), "targets": targets})
     n_sampled, n_verified = sum(len(t) for t in sampled), sum(bool(sel.kept) for sel in selections)
-    eval_records = [_record(ctx, ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval, cfg.seed)]
+    eval_records = [
+        _record(ctx, ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval, cfg.seed)
+    ]
     write_jsonl(out / "train.jsonl", records)
     write_jsonl(out / "eval.jsonl", eval_records)
     tok_dir = _tokenizer(ctx, records, out / "tokenizer")
-    return ctx.finish("cold_start", {
-        "train_questions": len(records), "eval_questions": len(eval_records),
-        "cocte_rewriter": d.cocte_rewriter,
-        "cocte_structured": sum(structured for _, structured in rules), "cocte_rule_verified": rule_verified,
-        "cocte_model_sampled": n_sampled, "cocte_model_parsed": n_sampled - model_status["no_cocte"],
-        "cocte_model_executable": model_status["wrong_result"] + model_status["verified"],
-        "cocte_model_verified": model_status["verified"], "cocte_model_prompts_too_long": too_long,
-        "cocte_verified": n_verified, "cocte_verified_rate": n_verified / max(len(records), 1),
-        "cocte_kept_after_dedup": sum(len(sel.kept) for sel in selections),
-        "sft_targets": sum(len(r["targets"]) for r in records), "tokenizer": str(tok_dir)})
+    return ctx.finish(
+        "cold_start",
+        {
+            "train_questions": len(records),
+            "eval_questions": len(eval_records),
+            "cocte_rewriter": d.cocte_rewriter,
+            "cocte_structured": sum(structured for _, structured in rules),
+            "cocte_rule_verified": rule_verified,
+            "cocte_model_sampled": n_sampled,
+            "cocte_model_parsed": n_sampled - model_status["no_cocte"],
+            "cocte_model_executable": model_status["wrong_result"] + model_status["verified"],
+            "cocte_model_verified": model_status["verified"],
+            "cocte_model_prompts_too_long": too_long,
+            "cocte_verified": n_verified,
+            "cocte_verified_rate": n_verified / max(len(records), 1),
+            "cocte_kept_after_dedup": sum(len(sel.kept) for sel in selections),
+            "sft_targets": sum(len(r["targets"]) for r in records),
+            "tokenizer": str(tok_dir),
+        },
+    )
 
 
 def _tokenizer(ctx: RunContext, records, tok_dir: Path) -> Path | None:

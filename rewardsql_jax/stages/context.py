@@ -5,6 +5,7 @@ there; a stage whose ``metrics.json`` exists is skipped on a rerun (resume). Sta
 other as HF directories (``save_pretrained``), so every intermediate model is loadable by transformers.
 Per-step records go to ``run_dir/log.jsonl`` and their numeric scalars to ``run_dir/tensorboard/<stage>``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,8 +53,12 @@ class RunContext:
     def finish(self, stage: str, metrics: dict) -> dict:
         """Write the stage's metrics (marks it done for resume), append them to the run's JSONL log and write
         their numeric scalars to TensorBoard as ``final/<name>`` at the stage's last logged step."""
-        metrics = {"stage": stage, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **metrics,
-                   "settings": stage_settings(self.config, stage) if stage in STAGES else {}}
+        metrics = {
+            "stage": stage,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **metrics,
+            "settings": stage_settings(self.config, stage) if stage in STAGES else {},
+        }
         if is_primary():
             (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
             self.log(metrics)
@@ -65,8 +70,9 @@ class RunContext:
     def metrics(self, stage: str) -> dict:
         path = self.run_dir / stage / "metrics.json"
         if not path.exists():
-            raise FileNotFoundError(f"stage {stage!r} has not finished in {self.run_dir}; run it first "
-                                    f"(stages={list(self.config.stages)})")
+            raise FileNotFoundError(
+                f"stage {stage!r} has not finished in {self.run_dir}; run it first (stages={list(self.config.stages)})"
+            )
         return json.loads(path.read_text())
 
     def log(self, record: dict) -> None:
@@ -83,9 +89,14 @@ class RunContext:
     def fit_options(self, stage: str, *, steps: int, checkpoint_every: int = 0, log_every: int = 10) -> dict:
         """``training.fit`` settings of a supervised stage: its progress label, its log records, and Orbax
         checkpoints under ``<stage>/checkpoint`` when ``checkpoint_every`` > 0 (then a rerun resumes the stage)."""
-        return dict(steps=steps, desc=stage, log_every=log_every, log=lambda rec: self.log({"stage": stage, **rec}),
-                    checkpoints=StepCheckpoints(self.stage_dir(stage), name=stage) if checkpoint_every else None,
-                    checkpoint_every=checkpoint_every)
+        return dict(
+            steps=steps,
+            desc=stage,
+            log_every=log_every,
+            log=lambda rec: self.log({"stage": stage, **rec}),
+            checkpoints=StepCheckpoints(self.stage_dir(stage), name=stage) if checkpoint_every else None,
+            checkpoint_every=checkpoint_every,
+        )
 
     def scalars(self) -> ScalarLog:
         """The run's TensorBoard writer (``tensorboard --logdir run_dir/tensorboard``)."""
@@ -97,8 +108,10 @@ class RunContext:
         """Path of an artefact another stage made, with a clear error if it is missing."""
         path = self.run_dir / stage / artefact
         if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: stage {stage!r} must run before this one "
-                                    f"(add it to stages, or point run_dir at a run that has it)")
+            raise FileNotFoundError(
+                f"{path} is missing: stage {stage!r} must run before this one "
+                f"(add it to stages, or point run_dir at a run that has it)"
+            )
         return path
 
     def stored_path(self, path) -> str:
@@ -128,12 +141,14 @@ class RunContext:
         """The run's SQL executor pool (started once, reused by every stage)."""
         if self._pool is None:
             from rewardsql_jax.sql import ExecutorPool
+
             self._pool = ExecutorPool(workers=self.config.workers)
         return self._pool
 
     def tokenizer(self):
         if self._tokenizer is None:
             from rewardsql_jax.data.tokenizer import load_tokenizer
+
             self._tokenizer = load_tokenizer(self.require("cold_start", "tokenizer"))
         return self._tokenizer
 

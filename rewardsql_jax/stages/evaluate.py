@@ -2,6 +2,7 @@
 table of Reward-SQL Table 1, pass@n / PRM@n curves (paper Figure 10) as a PNG, and official-format
 prediction files (BIRD: ``{question_id: "SQL\\t----- bird -----\\tdb_id"}``; Spider: one SQL per line).
 """
+
 from __future__ import annotations
 
 import collections
@@ -17,12 +18,22 @@ from .context import RunContext
 from .inference import pick_best_of_n
 
 # method keys of predictions.json -> their names in ``methods`` / ``comparisons`` (EX in points, 95% intervals)
-EVIDENCE_NAMES = {"predictions": "predictions", "greedy_sft": "sft_greedy", "greedy_rl": "rl_greedy",
-                  "best_of_n": "best_of_n", "self_consistency": "self_consistency"}
+EVIDENCE_NAMES = {
+    "predictions": "predictions",
+    "greedy_sft": "sft_greedy",
+    "greedy_rl": "rl_greedy",
+    "best_of_n": "best_of_n",
+    "self_consistency": "self_consistency",
+}
 # (method, baseline): every method against SFT greedy, and the paper's Table 4 claims: Best-of-N above greedy
 # of the same policy, Best-of-N at least as good as self-consistency
-COMPARISONS = (("rl_greedy", "sft_greedy"), ("best_of_n", "sft_greedy"), ("self_consistency", "sft_greedy"),
-               ("best_of_n", "rl_greedy"), ("best_of_n", "self_consistency"))
+COMPARISONS = (
+    ("rl_greedy", "sft_greedy"),
+    ("best_of_n", "sft_greedy"),
+    ("self_consistency", "sft_greedy"),
+    ("best_of_n", "rl_greedy"),
+    ("best_of_n", "self_consistency"),
+)
 
 
 def _ex(ctx, records, sqls) -> list[bool]:
@@ -93,8 +104,11 @@ def run_evaluate(ctx: RunContext) -> dict:
     cfg, out = ctx.config, ctx.stage_dir("evaluate")
     records = ctx.records("cold_start", "eval.jsonl")
     preds = json.loads(ctx.require("inference", "predictions.json").read_text())
-    methods = [m for m in ("predictions", "greedy_sft", "greedy_rl", "best_of_n", "self_consistency")
-               if preds and preds[0].get(m) is not None]
+    methods = [
+        m
+        for m in ("predictions", "greedy_sft", "greedy_rl", "best_of_n", "self_consistency")
+        if preds and preds[0].get(m) is not None
+    ]
     table, by_diff, verdicts = {}, {}, {}
     for m in methods:
         v = _ex(ctx, records, [p.get(m) for p in preds])
@@ -107,9 +121,19 @@ def run_evaluate(ctx: RunContext) -> dict:
     best = max(table, key=table.get)
     _write_official(out, records, [p.get(best) for p in preds], cfg.data.source)
     evidence = evidence_table({EVIDENCE_NAMES[m]: verdicts[m] for m in methods}, COMPARISONS, seed=cfg.seed)
-    return ctx.finish("evaluate", {"ex": table, "ex_by_difficulty": by_diff, "quadrants": quad, "curves": curve,
-                                   "ex_mode": cfg.data.ex_mode, "questions": len(records), "best_method": best,
-                                   **evidence})
+    return ctx.finish(
+        "evaluate",
+        {
+            "ex": table,
+            "ex_by_difficulty": by_diff,
+            "quadrants": quad,
+            "curves": curve,
+            "ex_mode": cfg.data.ex_mode,
+            "questions": len(records),
+            "best_method": best,
+            **evidence,
+        },
+    )
 
 
 def _candidate_metrics(ctx, records, preds, out):

@@ -1,4 +1,5 @@
 """Batched SQL generation from prompts with the JAX sampler (chunked, with a progress bar)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,18 +18,36 @@ class Completions:
     logprobs: list
 
 
-def generate_sql(model, tokenizer, prompts, *, num_samples: int = 1, temperature: float = 0.0,
-                 max_new_tokens: int = 160, seed: int = 0, prompts_per_call: int = 8, desc: str = "generate",
-                 progress: bool = True) -> Completions:
+def generate_sql(
+    model,
+    tokenizer,
+    prompts,
+    *,
+    num_samples: int = 1,
+    temperature: float = 0.0,
+    max_new_tokens: int = 160,
+    seed: int = 0,
+    prompts_per_call: int = 8,
+    desc: str = "generate",
+    progress: bool = True,
+) -> Completions:
     """Sample ``num_samples`` completions per prompt (raw prompts, Reward-SQL style), decoded to text."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     texts, ids, lps = [], [], []
     chunks = range(0, len(prompts), prompts_per_call)
     for c, start in enumerate(tqdm(chunks, desc=desc, disable=not progress)):
-        chunk = prompts[start:start + prompts_per_call]
+        chunk = prompts[start : start + prompts_per_call]
         encoded = [tokenizer(p, add_special_tokens=False).input_ids for p in chunk]
-        res = generate(model, encoded, max_new_tokens=max_new_tokens, temperature=temperature,
-                       num_samples=num_samples, eos_token_id=tokenizer.eos_token_id, seed=seed + c, pad_id=pad)
+        res = generate(
+            model,
+            encoded,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            num_samples=num_samples,
+            eos_token_id=tokenizer.eos_token_id,
+            seed=seed + c,
+            pad_id=pad,
+        )
         for i in range(len(chunk)):
             rows = range(i * num_samples, (i + 1) * num_samples)
             toks = [[t for t in res.tokens[r] if t != tokenizer.eos_token_id] for r in rows]

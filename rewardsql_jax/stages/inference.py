@@ -5,6 +5,7 @@ aggregated by min / product / last / average) and by self-consistency (vote over
 Writes ``inference/predictions.json``: per eval question the greedy SQL of every policy, the N candidates
 with their executability, result signature and PRM step scores, and the Best-of-N / vote picks.
 """
+
 from __future__ import annotations
 
 import collections
@@ -71,21 +72,27 @@ def read_predictions(path, records) -> list[str]:
         payload = json.loads(path.read_text())
         missing = [r["question_id"] for r in records if str(r["question_id"]) not in payload]
         if missing:
-            raise ValueError(f"{path} has no prediction for question_id(s) {missing[:5]}...; it must cover the eval set")
+            raise ValueError(
+                f"{path} has no prediction for question_id(s) {missing[:5]}...; it must cover the eval set"
+            )
         return [payload[str(r["question_id"])].split("\t----- bird -----\t")[0] for r in records]
     lines = path.read_text().splitlines()
     if len(lines) < len(records):
-        raise ValueError(f"{path} has {len(lines)} lines but the eval set has {len(records)} questions; "
-                         f"give one SQL per line, in eval order")
-    return [line.split("\t")[0] for line in lines[:len(records)]]
+        raise ValueError(
+            f"{path} has {len(lines)} lines but the eval set has {len(records)} questions; "
+            f"give one SQL per line, in eval order"
+        )
+    return [line.split("\t")[0] for line in lines[: len(records)]]
 
 
 def run_inference(ctx: RunContext) -> dict:
     inf = ctx.config.inference
     records = ctx.records("cold_start", "eval.jsonl")
     if inf.predictions_file:
-        preds = [{"question_id": r["question_id"], "db_id": r["db_id"], "predictions": sql, "candidates": []}
-                 for r, sql in zip(records, read_predictions(inf.predictions_file, records))]
+        preds = [
+            {"question_id": r["question_id"], "db_id": r["db_id"], "predictions": sql, "candidates": []}
+            for r, sql in zip(records, read_predictions(inf.predictions_file, records))
+        ]
         if is_primary():
             (ctx.stage_dir("inference") / "predictions.json").write_text(json.dumps(preds, indent=1))
         return ctx.finish("inference", {"questions": len(records), "policies": [], "source": inf.predictions_file})
@@ -95,11 +102,18 @@ def run_inference(ctx: RunContext) -> dict:
     preds = merge_shares(ctx.stage_dir("inference"), mine, chunks, len(records))
     n_candidates = sum(len(p["candidates"]) for p in preds)
     scorer = (ctx.run_dir / "prm" / "model" / "config.json").exists()
-    return ctx.finish("inference", {"questions": len(records), "policies": list(found),
-                                    "candidates_per_question": inf.best_of_n, "prm_used": scorer,
-                                    "processes": process_count(),
-                                    "executable_candidate_rate": sum(c["signature"] is not None for p in preds
-                                                                     for c in p["candidates"]) / max(n_candidates, 1)})
+    return ctx.finish(
+        "inference",
+        {
+            "questions": len(records),
+            "policies": list(found),
+            "candidates_per_question": inf.best_of_n,
+            "prm_used": scorer,
+            "processes": process_count(),
+            "executable_candidate_rate": sum(c["signature"] is not None for p in preds for c in p["candidates"])
+            / max(n_candidates, 1),
+        },
+    )
 
 
 CHUNK = 8  # questions per sampler call; chunk c is sampled with seed + c whichever process runs it
@@ -115,13 +129,20 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int]) -> list[d
     """Predictions of the questions in ``chunks``: greedy SQL of every policy, N candidates of the final one
     (executed in this host's SQL pool, PRM-scored), Best-of-N and vote picks."""
     cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
-    rows = [records[c * CHUNK:(c + 1) * CHUNK] for c in chunks]
+    rows = [records[c * CHUNK : (c + 1) * CHUNK] for c in chunks]
     preds = [[{"question_id": r["question_id"], "db_id": r["db_id"]} for r in part] for part in rows]
     for stage, path in found.items():
         model = load_model(path, cfg.model.dtype)
         for c, part, out in zip(tqdm(chunks, desc=f"greedy ({stage})"), rows, preds):
-            greedy = generate_sql(model, tok, [r["prompt"] for r in part], max_new_tokens=inf.max_new_tokens,
-                                  seed=cfg.seed + c, prompts_per_call=CHUNK, progress=False)
+            greedy = generate_sql(
+                model,
+                tok,
+                [r["prompt"] for r in part],
+                max_new_tokens=inf.max_new_tokens,
+                seed=cfg.seed + c,
+                prompts_per_call=CHUNK,
+                progress=False,
+            )
             for p, texts in zip(out, greedy.texts):
                 p[f"greedy_{stage}"] = texts[0]
     final_stage = list(found)[-1]
@@ -129,14 +150,24 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int]) -> list[d
     prm_path = ctx.run_dir / "prm" / "model"
     scorer = PRMScorer(load_model(prm_path, cfg.model.dtype), tok) if (prm_path / "config.json").exists() else None
     for c, part, out in zip(tqdm(chunks, desc=f"best-of-{inf.best_of_n} ({final_stage})"), rows, preds):
-        sampled = generate_sql(model, tok, [r["prompt"] for r in part], num_samples=inf.best_of_n,
-                               temperature=inf.temperature, max_new_tokens=inf.max_new_tokens, seed=cfg.seed + 1 + c,
-                               prompts_per_call=CHUNK, progress=False)
+        sampled = generate_sql(
+            model,
+            tok,
+            [r["prompt"] for r in part],
+            num_samples=inf.best_of_n,
+            temperature=inf.temperature,
+            max_new_tokens=inf.max_new_tokens,
+            seed=cfg.seed + 1 + c,
+            prompts_per_call=CHUNK,
+            progress=False,
+        )
         results = iter(pool.map([(r["db_path"], sql) for r, texts in zip(part, sampled.texts) for sql in texts]))
         for r, p, texts in zip(part, out, sampled.texts):
             scores = scorer.score([r["prompt"]] * len(texts), texts) if scorer else [None] * len(texts)
-            cands = [{"sql": sql, "signature": result_signature(next(results)), "step_scores": sc}
-                     for sql, sc in zip(texts, scores)]
+            cands = [
+                {"sql": sql, "signature": result_signature(next(results)), "step_scores": sc}
+                for sql, sc in zip(texts, scores)
+            ]
             p["candidates"], p["policy_for_candidates"] = cands, final_stage
             bon = pick_best_of_n(cands, inf.aggregation) if scorer else None
             sc = pick_self_consistency(cands)

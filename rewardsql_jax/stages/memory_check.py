@@ -17,6 +17,7 @@ What is compiled, at ``model.max_len`` (bucketed: an upper bound, the stages pad
        rows; offline ones: one step of ``rl.prompts_per_step`` items of the algorithm's ``batch_type``. (The
        sampling stages prm_labels / inference are not checked.)
 """
+
 from __future__ import annotations
 
 import os
@@ -71,8 +72,10 @@ def memory_limit(config, devices) -> tuple[int | None, str]:
             return None, f"the {local.device_kind} device reports no memory limit; set memory_limit_gb to check"
         return limit, f"{local.device_kind} memory_stats bytes_limit"
     if config.memory_check == "auto":
-        return None, ("skipped on CPU (compiling the steps costs seconds and host RAM is rarely the limit); "
-                      "memory_check=on checks against host RAM")
+        return None, (
+            "skipped on CPU (compiling the steps costs seconds and host RAM is rarely the limit); "
+            "memory_check=on checks against host RAM"
+        )
     avail = host_available_bytes()
     if avail is None:
         return None, "available host RAM unknown; set memory_limit_gb to check"
@@ -89,12 +92,19 @@ def _fields(kind: str, rows: int, seq: int) -> dict:
         steps = ((rows, _PRM_MAX_STEPS), i32)
         return {**tok, "tag_positions": steps, "labels": steps, "step_mask": steps}
     if kind in ("advantages", "token_rewards"):  # an online algorithm's RLBatch
-        return {**tok, "completion_mask": ((rows, seq), i32), "old_logprobs": ((rows, seq), f32),
-                kind: ((rows, seq), f32)}
+        return {
+            **tok,
+            "completion_mask": ((rows, seq), i32),
+            "old_logprobs": ((rows, seq), f32),
+            kind: ((rows, seq), f32),
+        }
 
     def side(s):
-        return {f"{s}_input_ids": ((rows, seq), i32), f"{s}_attention_mask": ((rows, seq), i32),
-                f"{s}_loss_mask": ((rows, seq), i32)}
+        return {
+            f"{s}_input_ids": ((rows, seq), i32),
+            f"{s}_attention_mask": ((rows, seq), i32),
+            f"{s}_loss_mask": ((rows, seq), i32),
+        }
 
     return {**side("chosen"), **side("rejected")}  # preference
 
@@ -112,8 +122,15 @@ def _step_spec(config, stage: str):
     rl = config.rl
     algorithm, (loss, options) = get_algorithm(rl.algorithm), policy_loss(rl)
     if algorithm.online:
-        return (RLBatch, algorithm.batch_field, rl.prompts_per_step * rl.samples_per_prompt, loss, options, True,
-                "rl.prompts_per_step")
+        return (
+            RLBatch,
+            algorithm.batch_field,
+            rl.prompts_per_step * rl.samples_per_prompt,
+            loss,
+            options,
+            True,
+            "rl.prompts_per_step",
+        )
     kind = {PreferenceBatch: "preference", SFTBatch: "sft"}[algorithm.batch_type]
     return algorithm.batch_type, kind, rl.prompts_per_step, loss, options, True, "rl.prompts_per_step"
 
@@ -136,16 +153,29 @@ def check_stage(config, stage: str, devices, limit: int):
     batch_type, kind, rows, loss, options, reference, knob = _step_spec(config, stage)
     m, seq = config.mesh, bucket_length(config.model.max_len)
     mesh = planning_mesh((m.data, m.fsdp, m.tensor), devices)
-    stats = train_step_stats(model_config_of(config), mesh, batch_type, _fields(kind, rows, seq), loss=loss,
-                             loss_options=options, micro_batches=m.micro_batches, reference=reference,
-                             name=f"{stage} train step")
+    stats = train_step_stats(
+        model_config_of(config),
+        mesh,
+        batch_type,
+        _fields(kind, rows, seq),
+        loss=loss,
+        loss_options=options,
+        micro_batches=m.micro_batches,
+        reference=reference,
+        name=f"{stage} train step",
+    )
     peak, what = stats.peak_bytes, f"{stage} train step ({loss} loss, {rows} rows x {seq} tokens)"
     if peak <= limit:
         return FitCheck(True, f"fits: peak {peak / GB:.2f} GB per device ({what}) <= {limit / GB:.2f} GB", peak, limit)
-    return FitCheck(False, f"will OOM: the {what} needs {peak / GB:.2f} GB per device but a device has "
-                           f"{limit / GB:.2f} GB (temp {stats.temp_bytes / GB:.2f} GB, {m.micro_batches} "
-                           f"micro-batch(es)). To fit: raise mesh.micro_batches, lower {knob}, shard wider, or "
-                           f"lower model.max_len.", peak, limit)
+    return FitCheck(
+        False,
+        f"will OOM: the {what} needs {peak / GB:.2f} GB per device but a device has "
+        f"{limit / GB:.2f} GB (temp {stats.temp_bytes / GB:.2f} GB, {m.micro_batches} "
+        f"micro-batch(es)). To fit: raise mesh.micro_batches, lower {knob}, shard wider, or "
+        f"lower model.max_len.",
+        peak,
+        limit,
+    )
 
 
 def check_memory(config, stages, *, log=print, devices=None) -> dict:
@@ -175,8 +205,10 @@ def check_memory(config, stages, *, log=print, devices=None) -> dict:
             log(f"[memory_check] {stage}: could not plan its step ({type(e).__name__}: {e}); not checked")
             continue
         if not fit.ok:
-            raise WillNotFit(f"{fit.message} [AOT memory check of the {stage} stage before training, against "
-                              f"{source}; {HOW_TO_DISABLE}]")
+            raise WillNotFit(
+                f"{fit.message} [AOT memory check of the {stage} stage before training, against "
+                f"{source}; {HOW_TO_DISABLE}]"
+            )
         log(f"[memory_check] {stage}: {fit.message} ({source}; {time.perf_counter() - t0:.1f}s)")
         results[stage] = fit
     return results

@@ -1,4 +1,5 @@
 """Creating, loading and saving the policy / PRM models the stages pass to each other (HF directories)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,10 @@ def new_or_pretrained_policy(ctx: RunContext):
     if m.path:
         model = from_pretrained(m.path, dtype=m.dtype)
         if model.config.vocab_size < len(tok):
-            raise ValueError(f"tokenizer has {len(tok)} tokens but model {m.path} only {model.config.vocab_size}; "
-                             f"use the tokenizer that belongs to the model (model.tokenizer_path)")
+            raise ValueError(
+                f"tokenizer has {len(tok)} tokens but model {m.path} only {model.config.vocab_size}; "
+                f"use the tokenizer that belongs to the model (model.tokenizer_path)"
+            )
         return model
     return fresh_model(m, len(tok), tok.eos_token_id, ctx.config.seed)
 

@@ -16,6 +16,7 @@ Every batch has one padded shape, so the step compiles once. Held-out steps are 
 training: step AUC (rank-based, ties averaged) and accuracy at 0.5; NaN AUC with a note when the held-out
 set is empty or has a single class. Writes the PRM as an HF directory at ``prm/model``.
 """
+
 from __future__ import annotations
 
 import time
@@ -58,7 +59,7 @@ def step_auc(scores, labels) -> float:
         return float("nan")
     _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
     ends = np.cumsum(counts)
-    ranks = (ends - (counts - 1) / 2.0)[inverse]   # 1-based average rank of each tie group
+    ranks = (ends - (counts - 1) / 2.0)[inverse]  # 1-based average rank of each tie group
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
@@ -85,7 +86,7 @@ def annotate_responses(pool, records) -> list[str]:
     out = []
     for blocks, start, n in plans:
         # a blank line inside a result would split a step in format_prm_input: collapse it
-        notes = [format_step_result(res).replace(STEP_SEPARATOR, "\n") for res in results[start:start + n]]
+        notes = [format_step_result(res).replace(STEP_SEPARATOR, "\n") for res in results[start : start + n]]
         out.append(STEP_SEPARATOR.join(f"{b}\n{a}" for b, a in zip(blocks, notes)))
     return out
 
@@ -137,8 +138,13 @@ def balance_examples(examples, mode: str, seed: int) -> tuple[list, float, dict]
                 drop.add(int(i))
                 n_major -= len(ys)
         kept = [e for i, e in enumerate(examples) if i not in drop]
-    report = {"mode": mode, "before": before, "after": _label_counts(kept), "pos_weight": pos_weight,
-              "dropped_responses": len(examples) - len(kept)}
+    report = {
+        "mode": mode,
+        "before": before,
+        "after": _label_counts(kept),
+        "pos_weight": pos_weight,
+        "dropped_responses": len(examples) - len(kept),
+    }
     if mode != "none" and not (n_pos and n_neg):
         report["note"] = "the train steps have a single class: nothing to balance"
     return kept, pos_weight, report
@@ -149,11 +155,13 @@ def prm_arrays(examples, length: int, num_steps: int, pad_id: int, rows: int | N
     rows = len(examples) if rows is None else rows
     ex = list(examples) + [([pad_id], [0], [0])] * (rows - len(examples))
     real = [1] * len(examples) + [0] * (rows - len(examples))
-    return PRMBatch(input_ids=pad_rows([e[0] for e in ex], length, pad_id),
-                    attention_mask=pad_rows([[1] * len(e[0]) for e in ex], length, 0),
-                    tag_positions=pad_rows([e[1] for e in ex], num_steps, 0),
-                    labels=pad_rows([e[2] for e in ex], num_steps, 0),
-                    step_mask=pad_rows([[k] * len(e[2]) for e, k in zip(ex, real)], num_steps, 0))
+    return PRMBatch(
+        input_ids=pad_rows([e[0] for e in ex], length, pad_id),
+        attention_mask=pad_rows([[1] * len(e[0]) for e in ex], length, 0),
+        tag_positions=pad_rows([e[1] for e in ex], num_steps, 0),
+        labels=pad_rows([e[2] for e in ex], num_steps, 0),
+        step_mask=pad_rows([[k] * len(e[2]) for e, k in zip(ex, real)], num_steps, 0),
+    )
 
 
 @nnx.jit
@@ -165,16 +173,22 @@ def evaluate_steps(model, examples, tags, length: int, num_steps: int, rows: int
     """Held-out step AUC / accuracy at 0.5 of ``model``'s P(" +") (NaN AUC and a note when undefined)."""
     scores, labels = [], []
     for start in range(0, len(examples), rows):
-        chunk = examples[start:start + rows]
+        chunk = examples[start : start + rows]
         b = prm_arrays(chunk, length, num_steps, pad_id, rows)
-        p = np.asarray(jax.device_get(_tag_scores(model, b.input_ids, b.attention_mask, b.tag_positions,
-                                                  tags.plus_id, tags.minus_id)))
+        p = np.asarray(
+            jax.device_get(
+                _tag_scores(model, b.input_ids, b.attention_mask, b.tag_positions, tags.plus_id, tags.minus_id)
+            )
+        )
         m = b.step_mask.astype(bool)
         scores.extend(p[m].tolist())
         labels.extend(b.labels[m].tolist())
-    out = {"steps": len(labels), "positives": int(sum(labels)), "auc": step_auc(scores, labels),
-           "accuracy": float(np.mean((np.asarray(scores) > 0.5) == np.asarray(labels, bool))) if labels
-           else float("nan")}
+    out = {
+        "steps": len(labels),
+        "positives": int(sum(labels)),
+        "auc": step_auc(scores, labels),
+        "accuracy": float(np.mean((np.asarray(scores) > 0.5) == np.asarray(labels, bool))) if labels else float("nan"),
+    }
     if not labels:
         out["note"] = "no held-out steps (too few labelled questions): AUC and accuracy are undefined"
     elif out["positives"] in (0, len(labels)):
@@ -188,30 +202,40 @@ def run_prm(ctx: RunContext) -> dict:
     tags = step_tag_ids(tok)
     records = ctx.records("prm_labels", "labels.jsonl")
     if not records:
-        raise ValueError("prm_labels/labels.jsonl holds no labelled responses; raise prm_labels.num_questions "
-                         "or rollouts_per_question (or train the policy longer) and rerun prm_labels")
+        raise ValueError(
+            "prm_labels/labels.jsonl holds no labelled responses; raise prm_labels.num_questions "
+            "or rollouts_per_question (or train the policy longer) and rerun prm_labels"
+        )
     responses = annotate_responses(ctx.pool(), records) if pc.annotate_results else [r["response"] for r in records]
     by_id = {id(r): resp for r, resp in zip(records, responses)}
     train_r, held_r = split_by_question(records, pc.heldout_fraction, cfg.seed)
-    train, long_t, bad_t = encode_examples(tok, train_r, [by_id[id(r)] for r in train_r], tags.tag_id,
-                                           cfg.model.max_len)
-    held, long_h, bad_h = encode_examples(tok, held_r, [by_id[id(r)] for r in held_r], tags.tag_id,
-                                          cfg.model.max_len)
+    train, long_t, bad_t = encode_examples(
+        tok, train_r, [by_id[id(r)] for r in train_r], tags.tag_id, cfg.model.max_len
+    )
+    held, long_h, bad_h = encode_examples(tok, held_r, [by_id[id(r)] for r in held_r], tags.tag_id, cfg.model.max_len)
     if not train:
-        raise ValueError(f"no PRM training example left ({long_t} longer than model.max_len={cfg.model.max_len}, "
-                         f"{bad_t} with step tags not matching their labels); raise model.max_len")
+        raise ValueError(
+            f"no PRM training example left ({long_t} longer than model.max_len={cfg.model.max_len}, "
+            f"{bad_t} with step tags not matching their labels); raise model.max_len"
+        )
     train, pos_weight, balance = balance_examples(train, pc.balance, cfg.seed)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     every = train + held
-    length = bucket_length(max(len(e[0]) for e in every))       # one shape for train and eval: one compile each
+    length = bucket_length(max(len(e[0]) for e in every))  # one shape for train and eval: one compile each
     num_steps = -(-max(len(e[2]) for e in every) // 4) * 4
 
     model, mesh = load_model(ctx.require("sft", "policy"), cfg.model.dtype), ctx.mesh()
     if mesh is not None:
         model = shard_model(model, mesh)
     before = evaluate_steps(model, held, tags, length, num_steps, pc.batch_size, pad)
-    opt = OptimizerConfig(learning_rate=pc.lr, max_grad_norm=1.0, schedule="cosine", warmup_steps=pc.steps // 10,
-                          total_steps=pc.steps, min_lr_ratio=0.1)
+    opt = OptimizerConfig(
+        learning_rate=pc.lr,
+        max_grad_norm=1.0,
+        schedule="cosine",
+        warmup_steps=pc.steps // 10,
+        total_steps=pc.steps,
+        min_lr_ratio=0.1,
+    )
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
     options = {"tag_token_ids": (tags.plus_id, tags.minus_id), "pos_weight": pos_weight}
     step_fn = make_train_step(state.graphdef, "prm", options, mesh=mesh, micro_batches=cfg.mesh.micro_batches)
@@ -221,8 +245,12 @@ def run_prm(ctx: RunContext) -> dict:
         state, m = step_fn(state, prm_arrays([train[j] for j in order[i]], length, num_steps, pad))
         return state, {"loss": m["loss"], "accuracy": m["accuracy"], "grad_norm": m["grad_norm"]}
 
-    run = fit(state, step, **ctx.fit_options("prm", steps=pc.steps, checkpoint_every=pc.checkpoint_every),
-              postfix=("loss", "accuracy"))
+    run = fit(
+        state,
+        step,
+        **ctx.fit_options("prm", steps=pc.steps, checkpoint_every=pc.checkpoint_every),
+        postfix=("loss", "accuracy"),
+    )
     state, curve = run.state, [(h["step"], h["loss"], h["accuracy"]) for h in run.history]
     jax.block_until_ready(state.params)
     train_seconds = time.perf_counter() - t_train
@@ -230,12 +258,28 @@ def run_prm(ctx: RunContext) -> dict:
     after = evaluate_steps(trained, held, tags, length, num_steps, pc.batch_size, pad)
     save_model(ctx, trained, out / "model")
     train_labels = [y for e in train for y in e[2]]
-    return ctx.finish("prm", {
-        "heldout": after, "heldout_before_training": before,
-        "train": {"responses": len(train), "steps": len(train_labels), "positives": int(sum(train_labels)),
-                  "questions": len({r["question_id"] for r in train_r})},
-        "balance": balance, "heldout_questions": len({r["question_id"] for r in held_r}),
-        "dropped_too_long": long_t + long_h, "dropped_tag_mismatch": bad_t + bad_h,
-        "annotate_results": pc.annotate_results, "steps": pc.steps, "batch_shape": [pc.batch_size, length, num_steps],
-        "train_loss_curve": curve, "final_loss": curve[-1][1], "train_seconds": train_seconds,
-        "seconds": time.perf_counter() - t0, "model": str(out / "model")})
+    return ctx.finish(
+        "prm",
+        {
+            "heldout": after,
+            "heldout_before_training": before,
+            "train": {
+                "responses": len(train),
+                "steps": len(train_labels),
+                "positives": int(sum(train_labels)),
+                "questions": len({r["question_id"] for r in train_r}),
+            },
+            "balance": balance,
+            "heldout_questions": len({r["question_id"] for r in held_r}),
+            "dropped_too_long": long_t + long_h,
+            "dropped_tag_mismatch": bad_t + bad_h,
+            "annotate_results": pc.annotate_results,
+            "steps": pc.steps,
+            "batch_shape": [pc.batch_size, length, num_steps],
+            "train_loss_curve": curve,
+            "final_loss": curve[-1][1],
+            "train_seconds": train_seconds,
+            "seconds": time.perf_counter() - t0,
+            "model": str(out / "model"),
+        },
+    )

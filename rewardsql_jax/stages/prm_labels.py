@@ -22,6 +22,7 @@ that share of the parseable ones, the most structurally diverse (``sql.dedup``, 
 Writes ``prm_labels/labels.jsonl``: {question_id, db_path, prompt, response, step_labels, first_wrong,
 source, parseable}; ``response`` joins the steps with "\\n\\n" so ``format_prm_input`` puts one tag per label.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,11 +68,11 @@ def response_steps(text: str) -> tuple[tuple, bool]:
         return raw_steps(text), False
     if not cocte.steps:
         return raw_steps(text), True
-    head = text[:cocte.steps[0].start]          # "WITH " / "WITH RECURSIVE " (and leading comments)
-    blocks = [text[s.start:s.end] + ("," if i + 1 < len(cocte.steps) else "") for i, s in enumerate(cocte.steps)]
+    head = text[: cocte.steps[0].start]  # "WITH " / "WITH RECURSIVE " (and leading comments)
+    blocks = [text[s.start : s.end] + ("," if i + 1 < len(cocte.steps) else "") for i, s in enumerate(cocte.steps)]
     blocks = [head + blocks[0]] + blocks[1:] + [cocte.final]
     if any(STEP_SEPARATOR in b for b in blocks) or not all(b.strip() for b in blocks):
-        return raw_steps(text), True            # a blank line inside a step: keep the policy's own layout
+        return raw_steps(text), True  # a blank line inside a step: keep the policy's own layout
     return tuple(b.strip() for b in blocks), True
 
 
@@ -85,7 +86,7 @@ def continued_steps(prefix: tuple, continuation: str) -> tuple:
     continuation becomes a step of its own, so the steps still start with the prefix; the SQL that is judged
     differs from the sampled text only by the whitespace of that break."""
     full = raw_steps(steps_text(prefix) + continuation)
-    if full[:len(prefix)] == tuple(prefix):
+    if full[: len(prefix)] == tuple(prefix):
         return full
     return tuple(prefix) + raw_steps(continuation)
 
@@ -156,27 +157,38 @@ class _Executor:
 def _padded_generate(model, tok, prompts, *, k, cfg, seed):
     n = len(prompts)
     pad = (-n) % PROMPTS_PER_CALL if n > PROMPTS_PER_CALL else PROMPTS_PER_CALL - n
-    out = generate_sql(model, tok, prompts + [prompts[-1]] * pad, num_samples=k, temperature=cfg.temperature,
-                       max_new_tokens=cfg.max_new_tokens, seed=seed, prompts_per_call=PROMPTS_PER_CALL,
-                       progress=False)
+    out = generate_sql(
+        model,
+        tok,
+        prompts + [prompts[-1]] * pad,
+        num_samples=k,
+        temperature=cfg.temperature,
+        max_new_tokens=cfg.max_new_tokens,
+        seed=seed,
+        prompts_per_call=PROMPTS_PER_CALL,
+        progress=False,
+    )
     return out.texts[:n]
 
 
 def _answer_batch(model, tok, cfg, executor, chosen, counter, bar):
     """``run_searches`` callback: complete every requested prefix (one sampler batch), judge all completions."""
+
     def answer(items):
         counter["rounds"] += 1
         # The prompt ends with the prefix's last step, not with the separator after it: the policy writes the
         # "\n\n" itself, tokenised as in its training targets (a BPE can tokenise a trailing "\n\n" as a
         # token that never precedes a next step, and the completions would then be noise).
         prompts = [chosen[i]["prompt"] + steps_text(r.prefix) for i, r in items]
-        texts = _padded_generate(model, tok, prompts, k=items[0][1].k, cfg=cfg,
-                                 seed=counter["seed"] + 1000 * counter["rounds"])
+        texts = _padded_generate(
+            model, tok, prompts, k=items[0][1].k, cfg=cfg, seed=counter["seed"] + 1000 * counter["rounds"]
+        )
         fulls = [[continued_steps(r.prefix, t) for t in ts] for (_, r), ts in zip(items, texts)]
         verdicts = iter(executor.judge([(chosen[i], f) for (i, _), fs in zip(items, fulls) for f in fs]))
         bar.update(1)
         bar.set_postfix(requests=len(items))
         return [[Rollout(f, next(verdicts)) for f in fs] for fs in fulls]
+
     return answer
 
 
@@ -191,11 +203,19 @@ def _parses(text: str) -> bool:
 def _records(ctx, record, labelled, parseable, keep):
     texts = [steps_text(r.steps) for r in labelled]
     flags = [parseable[r.steps] if r.steps in parseable else _parses(t) for r, t in zip(labelled, texts)]
-    return [{"question_id": record["question_id"], "db_path": ctx.stored_path(record["db_path"]),
-             "prompt": record["prompt"],
-             "response": texts[i], "step_labels": list(labelled[i].labels), "first_wrong": labelled[i].first_wrong,
-             "source": labelled[i].source, "parseable": flags[i]}
-            for i in merge_near_duplicates(texts, flags, keep=keep)]
+    return [
+        {
+            "question_id": record["question_id"],
+            "db_path": ctx.stored_path(record["db_path"]),
+            "prompt": record["prompt"],
+            "response": texts[i],
+            "step_labels": list(labelled[i].labels),
+            "first_wrong": labelled[i].first_wrong,
+            "source": labelled[i].source,
+            "parseable": flags[i],
+        }
+        for i in merge_near_duplicates(texts, flags, keep=keep)
+    ]
 
 
 def run_prm_labels(ctx: RunContext) -> dict:
@@ -207,12 +227,19 @@ def run_prm_labels(ctx: RunContext) -> dict:
     model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype)
     rng = np.random.default_rng(ctx.config.seed)
     chosen = [train[i] for i in rng.choice(len(train), size=min(cfg.num_questions, len(train)), replace=False)]
-    sampled = _padded_generate(model, tok, [r["prompt"] for r in chosen], k=cfg.rollouts_per_question, cfg=cfg,
-                               seed=ctx.config.seed + 7)
+    sampled = _padded_generate(
+        model, tok, [r["prompt"] for r in chosen], k=cfg.rollouts_per_question, cfg=cfg, seed=ctx.config.seed + 7
+    )
     executor = _Executor(ctx.pool(), chosen)
     filtered = [filter_rollouts(texts, unparseable) for texts in sampled]
-    search_cfg = OmegaPRMConfig(completions_per_step=cfg.completions_per_step, c_puct=cfg.c_puct, alpha=cfg.alpha,
-                                beta=cfg.beta, length_scale=cfg.length_scale, search_budget=cfg.search_budget)
+    search_cfg = OmegaPRMConfig(
+        completions_per_step=cfg.completions_per_step,
+        c_puct=cfg.c_puct,
+        alpha=cfg.alpha,
+        beta=cfg.beta,
+        length_scale=cfg.length_scale,
+        search_budget=cfg.search_budget,
+    )
 
     def n_tokens(steps):
         return len(tok(steps_text(steps), add_special_tokens=False).input_ids)
@@ -220,14 +247,18 @@ def run_prm_labels(ctx: RunContext) -> dict:
     searched = [[s for s in f.rollouts if unparseable == "search" or f.parseable[s]] for f in filtered]
     verdicts = iter(executor.judge([(r, s) for r, ss in zip(chosen, searched) for s in ss]))
     counter = {"rounds": 0, "seed": ctx.config.seed + 1000}
-    searches = [omega_prm_search([Rollout(s, next(verdicts)) for s in ss], search_cfg, length_fn=n_tokens)
-                for ss in searched]
+    searches = [
+        omega_prm_search([Rollout(s, next(verdicts)) for s in ss], search_cfg, length_fn=n_tokens) for ss in searched
+    ]
     with tqdm(desc="prm labels: MC rounds", unit="round") as bar:
         results = run_searches(searches, _answer_batch(model, tok, cfg, executor, chosen, counter, bar))
     records, sources, candidates = [], {}, 0
     for r, f, res in zip(chosen, filtered, results):
-        negatives = [LabelledRollout(s, step_labels(len(s), 0), 0, "unparseable")
-                     for s in f.rollouts if unparseable == "negative" and not f.parseable[s]]
+        negatives = [
+            LabelledRollout(s, step_labels(len(s), 0), 0, "unparseable")
+            for s in f.rollouts
+            if unparseable == "negative" and not f.parseable[s]
+        ]
         candidates += len(res.labelled) + len(negatives)
         recs = _records(ctx, r, list(res.labelled) + negatives, f.parseable, keep)
         records.extend(recs)
@@ -235,16 +266,28 @@ def run_prm_labels(ctx: RunContext) -> dict:
             sources[rec["source"]] = sources.get(rec["source"], 0) + 1
     if is_primary():  # every process computed the same records
         write_jsonl(out / "labels.jsonl", records)
-    barrier('prm_labels.py')
+    barrier("prm_labels.py")
     labels = [y for rec in records for y in rec["step_labels"]]
-    return ctx.finish("prm_labels", {
-        "questions": len(chosen), "rollouts_sampled": sum(len(t) for t in sampled),
-        "rollouts_empty": sum(f.empty for f in filtered), "rollouts_duplicate": sum(f.duplicates for f in filtered),
-        "rollouts_unparseable": sum(f.unparseable for f in filtered), "unparseable_policy": unparseable,
-        "labelled_rollouts": len(records), "dropped_near_duplicates": candidates - len(records),
-        "sources": sources, "steps": len(labels), "positive_steps": int(sum(labels)),
-        "negative_steps": len(labels) - int(sum(labels)),
-        "mc_evaluations": sum(res.mc_evaluations for res in results),
-        "completions": sum(res.completions for res in results), "search_iterations": sum(r.iterations for r in results),
-        "generation_rounds": counter["rounds"], "db_calls": executor.calls + len(chosen),
-        "seconds": time.perf_counter() - t0})
+    return ctx.finish(
+        "prm_labels",
+        {
+            "questions": len(chosen),
+            "rollouts_sampled": sum(len(t) for t in sampled),
+            "rollouts_empty": sum(f.empty for f in filtered),
+            "rollouts_duplicate": sum(f.duplicates for f in filtered),
+            "rollouts_unparseable": sum(f.unparseable for f in filtered),
+            "unparseable_policy": unparseable,
+            "labelled_rollouts": len(records),
+            "dropped_near_duplicates": candidates - len(records),
+            "sources": sources,
+            "steps": len(labels),
+            "positive_steps": int(sum(labels)),
+            "negative_steps": len(labels) - int(sum(labels)),
+            "mc_evaluations": sum(res.mc_evaluations for res in results),
+            "completions": sum(res.completions for res in results),
+            "search_iterations": sum(r.iterations for r in results),
+            "generation_rounds": counter["rounds"],
+            "db_calls": executor.calls + len(chosen),
+            "seconds": time.perf_counter() - t0,
+        },
+    )

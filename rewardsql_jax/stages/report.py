@@ -1,29 +1,45 @@
 """The final table ``launch/run.py`` prints."""
+
 from __future__ import annotations
 
-METHOD_NAMES = {"greedy_sft": "SFT greedy", "greedy_rl": "SFT+RL greedy", "best_of_n": "PRM Best-of-N",
-                "self_consistency": "self-consistency vote"}
+METHOD_NAMES = {
+    "greedy_sft": "SFT greedy",
+    "greedy_rl": "SFT+RL greedy",
+    "best_of_n": "PRM Best-of-N",
+    "self_consistency": "self-consistency vote",
+}
 
 
-EVIDENCE_LABELS = {"sft_greedy": "SFT greedy", "rl_greedy": "SFT+RL greedy", "best_of_n": "PRM Best-of-N",
-                   "self_consistency": "self-consistency vote", "predictions": "predictions file"}
+EVIDENCE_LABELS = {
+    "sft_greedy": "SFT greedy",
+    "rl_greedy": "SFT+RL greedy",
+    "best_of_n": "PRM Best-of-N",
+    "self_consistency": "self-consistency vote",
+    "predictions": "predictions file",
+}
 
 
 def summary_lines(config, results: dict) -> list[str]:
     lines = [f"run: {config.name}  ({config.run_dir})"]
     if "cold_start" in results:
         c = results["cold_start"]
-        lines.append(f"cold start: {c['train_questions']} train / {c['eval_questions']} eval questions; "
-                     f"{c['cocte_verified']} gold queries became verified CoCTEs")
+        lines.append(
+            f"cold start: {c['train_questions']} train / {c['eval_questions']} eval questions; "
+            f"{c['cocte_verified']} gold queries became verified CoCTEs"
+        )
     if "prm" in results and "heldout" in results["prm"]:
         h = results["prm"]["heldout"]
-        lines.append(f"PRM held-out steps: AUC {h.get('auc', float('nan')):.3f}  accuracy {h.get('accuracy', float('nan')):.3f}")
+        lines.append(
+            f"PRM held-out steps: AUC {h.get('auc', float('nan')):.3f}  accuracy {h.get('accuracy', float('nan')):.3f}"
+        )
     if "evaluate" in results:
         e = results["evaluate"]
         lines.append(f"EX ({e['ex_mode']} rule) on {e['questions']} held-out questions, 95% bootstrap intervals:")
         if "methods" in e:
             for m, r in e["methods"].items():
-                lines.append(f"  {EVIDENCE_LABELS.get(m, m):<24} {r['ex']:6.1f}%  [{r['ci95'][0]:5.1f}, {r['ci95'][1]:5.1f}]")
+                lines.append(
+                    f"  {EVIDENCE_LABELS.get(m, m):<24} {r['ex']:6.1f}%  [{r['ci95'][0]:5.1f}, {r['ci95'][1]:5.1f}]"
+                )
             lines.append("paired differences (points, same questions):")
             for c in e["comparisons"]:
                 label = f"{EVIDENCE_LABELS.get(c['method'], c['method'])} - {EVIDENCE_LABELS.get(c['baseline'], c['baseline'])}"

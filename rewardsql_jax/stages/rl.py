@@ -14,6 +14,7 @@ test hook that simulates a killed run. A SIGTERM stops at the next step boundary
 (``training/preemption.py``). Artefacts: ``rl/policy`` (HF dir), ``rl/metrics.json`` (reward and OR-rate curves,
 first-vs-last OR rate, phase seconds, rollout tokens/s) and ``rl/learning_curve.png``.
 """
+
 from __future__ import annotations
 
 from rewardsql_jax.rl import get_algorithm

@@ -8,6 +8,7 @@ so a resumed run does not sample again. The algorithm's ``select`` picks what to
 optimizer steps of ``rl.prompts_per_step`` items follow (epochs of a seeded permutation). With nothing
 selected the policy stays the SFT policy and the metrics say so.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,28 +36,54 @@ def candidates(ctx: RunContext, data, state) -> list[dict]:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     cfg, rl, tok, pool = ctx.config, ctx.config.rl, ctx.tokenizer(), ctx.pool()
     rng = np.random.default_rng(cfg.seed)
-    idx = rng.permutation(len(data.records))[:rl.steps * rl.prompts_per_step]
+    idx = rng.permutation(len(data.records))[: rl.steps * rl.prompts_per_step]
     scorer = load_prm_scorer(ctx)
     t0 = time.perf_counter()
 
     def host_fn(records, token_ids):
         return score_rows(tok, pool, records, token_ids, clauses=False, ex_mode=cfg.data.ex_mode)
 
-    ro = sample_rollouts(state.model(), tok, [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx],
-                         samples=rl.samples_per_prompt, temperature=rl.temperature, max_new_tokens=rl.max_new_tokens,
-                         seed=cfg.seed * 100_003 + 7, prompts_per_call=sampler_prompts(rl), host_fn=host_fn)
+    ro = sample_rollouts(
+        state.model(),
+        tok,
+        [data.records[i] for i in idx],
+        [data.prompt_ids[i] for i in idx],
+        samples=rl.samples_per_prompt,
+        temperature=rl.temperature,
+        max_new_tokens=rl.max_new_tokens,
+        seed=cfg.seed * 100_003 + 7,
+        prompts_per_call=sampler_prompts(rl),
+        host_fn=host_fn,
+    )
     scores = scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
     out = []
-    for r, (q, p, t, c) in enumerate(zip(np.repeat(idx, rl.samples_per_prompt), ro.prompt_ids, ro.token_ids,
-                                         ro.completions)):
+    for r, (q, p, t, c) in enumerate(
+        zip(np.repeat(idx, rl.samples_per_prompt), ro.prompt_ids, ro.token_ids, ro.completions)
+    ):
         pr, orr = aggregate_steps(scores[r], "min"), float(ro.outcomes.rewards[r])
-        out.append({"question": int(q), "prompt_ids": p, "token_ids": t, "text": c.text, "step_scores": scores[r],
-                    "pr": pr, "or": orr, "reward": pr + orr})
+        out.append(
+            {
+                "question": int(q),
+                "prompt_ids": p,
+                "token_ids": t,
+                "text": c.text,
+                "step_scores": scores[r],
+                "pr": pr,
+                "or": orr,
+                "reward": pr + orr,
+            }
+        )
     if is_primary():  # every process computed the same records
         path.write_text("".join(json.dumps(c) + "\n" for c in out))
     barrier("rl offline candidates")
-    ctx.log({"stage": "rl", "candidates": len(out), "candidate_seconds": time.perf_counter() - t0,
-             "candidate_tokens_per_s": ro.tokens / max(ro.sample_seconds, 1e-9)})
+    ctx.log(
+        {
+            "stage": "rl",
+            "candidates": len(out),
+            "candidate_seconds": time.perf_counter() - t0,
+            "candidate_tokens_per_s": ro.tokens / max(ro.sample_seconds, 1e-9),
+        }
+    )
     return out
 
 
@@ -69,14 +96,26 @@ def run_offline(ctx: RunContext) -> dict:
     cands = candidates(ctx, data, state)
     items = algo.select(cands, rl)
     step_fn = train_step(ctx, state)
-    base = {"algorithm": rl.algorithm, "candidates": len(cands), "candidate_or_rate": _mean(cands, "or"),
-            "candidate_pr_mean": _mean(cands, "pr"), **algo.summary(items, cands)}
+    base = {
+        "algorithm": rl.algorithm,
+        "candidates": len(cands),
+        "candidate_or_rate": _mean(cands, "or"),
+        "candidate_pr_mean": _mean(cands, "pr"),
+        **algo.summary(items, cands),
+    }
     if not items:
         save_model(ctx, state.model(), out / "policy")
-        return ctx.finish("rl", {**base, "steps": 0, "seconds": time.perf_counter() - t0,
-                                 "warning": f"nothing to train on: rl.algorithm={rl.algorithm!r} selected no "
-                                            f"candidate (dpo: no pair with R_w > R_l; rs: none above "
-                                            f"rl.rs_threshold): rl/policy is the SFT policy"})
+        return ctx.finish(
+            "rl",
+            {
+                **base,
+                "steps": 0,
+                "seconds": time.perf_counter() - t0,
+                "warning": f"nothing to train on: rl.algorithm={rl.algorithm!r} selected no "
+                f"candidate (dpo: no pair with R_w > R_l; rs: none above "
+                f"rl.rs_threshold): rl/policy is the SFT policy",
+            },
+        )
 
     def step(state, i):
         idx = next(batch_indices(len(items), rl.prompts_per_step, 1, cfg.seed, start_step=i))
@@ -88,9 +127,17 @@ def run_offline(ctx: RunContext) -> dict:
     state, history = run.state, run.history
     jax.block_until_ready(state.params)
     save_model(ctx, state.model(), out / "policy")
-    return ctx.finish("rl", {**base, "steps": len(history), "resumed_from_step": run.resumed_from,
-                             "loss_curve": [(h["step"], h["loss"]) for h in history], "final_loss": history[-1]["loss"],
-                             "seconds": time.perf_counter() - t0})
+    return ctx.finish(
+        "rl",
+        {
+            **base,
+            "steps": len(history),
+            "resumed_from_step": run.resumed_from,
+            "loss_curve": [(h["step"], h["loss"]) for h in history],
+            "final_loss": history[-1]["loss"],
+            "seconds": time.perf_counter() - t0,
+        },
+    )
 
 
 def _mean(cands, key):

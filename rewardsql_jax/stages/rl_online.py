@@ -13,6 +13,7 @@
 
 ``rl_iteration(inputs, state, step)`` is that iteration; ``RLInputs`` holds everything it reads.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -97,12 +98,21 @@ def rl_iteration(inputs: RLInputs, state, step: int):
         if sc is not None:
             every_score = [x for part in scores for x in part]
             sc = [every_score[r] for r in rows]
-        extra = {"draws": len(parts), "informative_groups_first_draw": int(flags[0].sum()),
-                 "informative_groups": int(sum(flags[d][g] for d, g in chosen))}
+        extra = {
+            "draws": len(parts),
+            "informative_groups_first_draw": int(flags[0].sum()),
+            "informative_groups": int(sum(flags[d][g] for d, g in chosen)),
+        }
     with timer.phase("advantage"):
         upd = algo.update(ro, sc, rl)
-        batch = rl_update.train_batch(ro, upd, group_size=rl.samples_per_prompt, length=inputs.data.length,
-                                      pad_id=inputs.pad_id, completion_length=inputs.completion_length)
+        batch = rl_update.train_batch(
+            ro,
+            upd,
+            group_size=rl.samples_per_prompt,
+            length=inputs.data.length,
+            pad_id=inputs.pad_id,
+            completion_length=inputs.completion_length,
+        )
     with timer.phase("update"):
         state, m = inputs.step_fn(state, batch)
         metrics = jax.device_get(m)
@@ -115,28 +125,43 @@ def _sample_and_score(inputs: RLInputs, state, step: int, draw: int, timer: Phas
     idx = pick_questions(len(data.records), rl.prompts_per_step, inputs.seed, step, draw)
     with timer.phase("generate"):
         seed = inputs.seed * 100_003 + step + 1_000_003 * draw
-        pending = inputs.sampler.generate(state.model(), [data.records[i] for i in idx],
-                                          [data.prompt_ids[i] for i in idx], seed=seed)
+        pending = inputs.sampler.generate(
+            state.model(), [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx], seed=seed
+        )
     with timer.phase("execute"):
         ro = pending.collect()
     with timer.phase("reward"):
-        scores = (inputs.scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
-                  if inputs.algorithm.needs_prm else None)
+        scores = (
+            inputs.scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+            if inputs.algorithm.needs_prm
+            else None
+        )
     return ro, scores
 
 
 def step_record(step: int, ro, upd, m: dict, phases: dict, seconds: float) -> dict:
     """The logged record of one step: rewards, the loss's metrics, phase timings and throughput."""
     device = phases["generate"] + phases["reward"] + phases["update"]
-    rec = {"step": step, "reward": float(upd.rewards.mean()), "or_rate": float(ro.outcomes.rewards.mean()),
-           "executable_rate": float(ro.outcomes.executable.mean()), "loss": float(m["loss"]),
-           "kl": float(m.get("kl", float("nan"))), "clip_ratio": float(m.get("clip_ratio/region", float("nan"))),
-           "grad_norm": float(m["grad_norm"]), "loss_is_finite": bool(m["loss_is_finite"]),
-           "tokens": ro.tokens, "sample_seconds": ro.sample_seconds, "host_wait_seconds": ro.wait_seconds,
-           "prm_seconds": phases["reward"], "train_seconds": phases["update"], "step_seconds": seconds,
-           "phase_seconds": {p: phases[p] for p in PHASES},
-           # every scalar the loss reported (a custom loss's own metrics land here)
-           "loss_metrics": {k: float(v) for k, v in m.items() if getattr(v, "ndim", 0) == 0}}
+    rec = {
+        "step": step,
+        "reward": float(upd.rewards.mean()),
+        "or_rate": float(ro.outcomes.rewards.mean()),
+        "executable_rate": float(ro.outcomes.executable.mean()),
+        "loss": float(m["loss"]),
+        "kl": float(m.get("kl", float("nan"))),
+        "clip_ratio": float(m.get("clip_ratio/region", float("nan"))),
+        "grad_norm": float(m["grad_norm"]),
+        "loss_is_finite": bool(m["loss_is_finite"]),
+        "tokens": ro.tokens,
+        "sample_seconds": ro.sample_seconds,
+        "host_wait_seconds": ro.wait_seconds,
+        "prm_seconds": phases["reward"],
+        "train_seconds": phases["update"],
+        "step_seconds": seconds,
+        "phase_seconds": {p: phases[p] for p in PHASES},
+        # every scalar the loss reported (a custom loss's own metrics land here)
+        "loss_metrics": {k: float(v) for k, v in m.items() if getattr(v, "ndim", 0) == 0},
+    }
     # the device works while sampling, PRM scoring and training; the rest of the step is host-only time
     rec["device_idle_fraction"] = max(0.0, 1.0 - device / seconds)
     return rec
@@ -151,15 +176,32 @@ def run_online(ctx: RunContext) -> dict:
     def host_fn(records, token_ids):
         return score_rows(tok, pool, records, token_ids, clauses=algo.clause_rewards, ex_mode=cfg.data.ex_mode)
 
-    sampler = RolloutSampler(tok, host_fn, samples=rl.samples_per_prompt, temperature=rl.temperature,
-                             max_new_tokens=rl.max_new_tokens, prompts_per_call=sampler_prompts(rl))
+    sampler = RolloutSampler(
+        tok,
+        host_fn,
+        samples=rl.samples_per_prompt,
+        temperature=rl.temperature,
+        max_new_tokens=rl.max_new_tokens,
+        prompts_per_call=sampler_prompts(rl),
+    )
     data = rl_data(ctx)
-    inputs = RLInputs(rl=rl, seed=cfg.seed, algorithm=algo, data=data, sampler=sampler,
-                      scorer=prm_scorer_if_needed(ctx), step_fn=step_fn,
-                      pad_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+    inputs = RLInputs(
+        rl=rl,
+        seed=cfg.seed,
+        algorithm=algo,
+        data=data,
+        sampler=sampler,
+        scorer=prm_scorer_if_needed(ctx),
+        step_fn=step_fn,
+        pad_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+    )
     try:
-        run = fit(state, lambda state, step: rl_iteration(inputs, state, step), **fit_options(ctx),
-                  postfix=("reward", "or_rate", "loss"))
+        run = fit(
+            state,
+            lambda state, step: rl_iteration(inputs, state, step),
+            **fit_options(ctx),
+            postfix=("reward", "or_rate", "loss"),
+        )
     finally:
         sampler.close()
     state, history = run.state, run.history
@@ -167,5 +209,4 @@ def run_online(ctx: RunContext) -> dict:
     save_model(ctx, state.model(), out / "policy")
     if is_primary():
         plot_learning_curve(history, out / "learning_curve.png", title=f"rl ({rl.algorithm})")
-    return ctx.finish("rl", online_metrics(rl, history, resumed_from=run.resumed_from,
-                                                dropped=data.dropped_too_long))
+    return ctx.finish("rl", online_metrics(rl, history, resumed_from=run.resumed_from, dropped=data.dropped_too_long))

@@ -1,5 +1,6 @@
 """What the RL stage reports: the online summary (curves, first vs last OR rate, phase times, throughput) and the
 learning-curve plot ``rl/learning_curve.png``."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,26 +46,41 @@ def online_metrics(rl, history: list, *, resumed_from: int, dropped: int) -> dic
     k = max(1, len(history) // 4)
     seconds = sum(h["step_seconds"] for h in history)
     sample_s = sum(h["sample_seconds"] for h in history)
-    return {"algorithm": rl.algorithm, "loss_name": policy_loss(rl)[0], "advantage_variant": rl.advantage_variant,
-            "steps": len(history),
-            "resumed_from_step": resumed_from, "dropped_too_long": dropped,
-            "reward_curve": [(h["step"], h["reward"]) for h in history],
-            "or_rate_curve": [(h["step"], h["or_rate"]) for h in history],
-            "or_rate_first": float(np.mean([h["or_rate"] for h in history[:k]])),
-            "or_rate_last": float(np.mean([h["or_rate"] for h in history[-k:]])),
-            "reward_first": float(np.mean([h["reward"] for h in history[:k]])),
-            "reward_last": float(np.mean([h["reward"] for h in history[-k:]])),
-            "final_loss": history[-1]["loss"], "final_kl": history[-1]["kl"],
-            "nonfinite_steps": sum(not h["loss_is_finite"] for h in history),
-            "seconds": seconds, "rollout_tokens": sum(h["tokens"] for h in history),
-            "rollout_tokens_per_s": sum(h["tokens"] for h in history) / max(sample_s, 1e-9),
-            # without the first step of this history, whose sampling time includes the sampler's compilation
-            "rollout_tokens_per_s_warm": (sum(h["tokens"] for h in history[1:])
-                                          / max(sum(h["sample_seconds"] for h in history[1:]), 1e-9)),
-            "host_wait_seconds": sum(h["host_wait_seconds"] for h in history),
-            "phase_seconds": {p: sum(h.get("phase_seconds", {}).get(p, 0.0) for h in history)
-                              for p in ("generate", "execute", "reward", "advantage", "update")},
-            # share of the steps' wall time (after the first, which compiles) with no sampling, PRM scoring or
-            # training running: host decoding, batch assembly and waiting for SQL results
-            "device_idle_fraction": float(np.mean([h["device_idle_fraction"] for h in history[1:]]
-                                                  if len(history) > 1 else [history[0]["device_idle_fraction"]]))}
+    return {
+        "algorithm": rl.algorithm,
+        "loss_name": policy_loss(rl)[0],
+        "advantage_variant": rl.advantage_variant,
+        "steps": len(history),
+        "resumed_from_step": resumed_from,
+        "dropped_too_long": dropped,
+        "reward_curve": [(h["step"], h["reward"]) for h in history],
+        "or_rate_curve": [(h["step"], h["or_rate"]) for h in history],
+        "or_rate_first": float(np.mean([h["or_rate"] for h in history[:k]])),
+        "or_rate_last": float(np.mean([h["or_rate"] for h in history[-k:]])),
+        "reward_first": float(np.mean([h["reward"] for h in history[:k]])),
+        "reward_last": float(np.mean([h["reward"] for h in history[-k:]])),
+        "final_loss": history[-1]["loss"],
+        "final_kl": history[-1]["kl"],
+        "nonfinite_steps": sum(not h["loss_is_finite"] for h in history),
+        "seconds": seconds,
+        "rollout_tokens": sum(h["tokens"] for h in history),
+        "rollout_tokens_per_s": sum(h["tokens"] for h in history) / max(sample_s, 1e-9),
+        # without the first step of this history, whose sampling time includes the sampler's compilation
+        "rollout_tokens_per_s_warm": (
+            sum(h["tokens"] for h in history[1:]) / max(sum(h["sample_seconds"] for h in history[1:]), 1e-9)
+        ),
+        "host_wait_seconds": sum(h["host_wait_seconds"] for h in history),
+        "phase_seconds": {
+            p: sum(h.get("phase_seconds", {}).get(p, 0.0) for h in history)
+            for p in ("generate", "execute", "reward", "advantage", "update")
+        },
+        # share of the steps' wall time (after the first, which compiles) with no sampling, PRM scoring or
+        # training running: host decoding, batch assembly and waiting for SQL results
+        "device_idle_fraction": float(
+            np.mean(
+                [h["device_idle_fraction"] for h in history[1:]]
+                if len(history) > 1
+                else [history[0]["device_idle_fraction"]]
+            )
+        ),
+    }

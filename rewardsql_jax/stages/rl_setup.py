@@ -1,6 +1,7 @@
 """What the online and offline RL loops share: the training questions, the train state (SFT policy + frozen
 reference), the jitted step of the algorithm's loss, the PRM scorer, and the ``training.fit`` settings (Orbax
 checkpoints to resume from, the early stop)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,19 +43,27 @@ def rl_data(ctx: RunContext) -> RLData:
     budget = cfg.model.max_len - cfg.rl.max_new_tokens
     keep = [i for i, p in enumerate(ids) if len(p) <= budget]
     if not keep:
-        raise ValueError(f"no training prompt fits model.max_len={cfg.model.max_len} with rl.max_new_tokens="
-                         f"{cfg.rl.max_new_tokens}; raise model.max_len or lower rl.max_new_tokens")
-    return RLData([records[i] for i in keep], [ids[i] for i in keep],
-                  rl_length(max(len(ids[i]) for i in keep), cfg.rl.max_new_tokens), len(records) - len(keep))
+        raise ValueError(
+            f"no training prompt fits model.max_len={cfg.model.max_len} with rl.max_new_tokens="
+            f"{cfg.rl.max_new_tokens}; raise model.max_len or lower rl.max_new_tokens"
+        )
+    return RLData(
+        [records[i] for i in keep],
+        [ids[i] for i in keep],
+        rl_length(max(len(ids[i]) for i in keep), cfg.rl.max_new_tokens),
+        len(records) - len(keep),
+    )
 
 
 def load_prm_scorer(ctx: RunContext):
     """PRMScorer of ``prm/model``, or a clear error when the prm stage has not run."""
     path = ctx.run_dir / "prm" / "model"
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"rl.algorithm={ctx.config.rl.algorithm!r} needs the PRM at {path}: run the prm stage "
-                                f"first (stages=(..., 'prm_labels', 'prm', 'rl')), or use rl.algorithm=grpo_outcome "
-                                f"or reinforce_pp, which need no PRM")
+        raise FileNotFoundError(
+            f"rl.algorithm={ctx.config.rl.algorithm!r} needs the PRM at {path}: run the prm stage "
+            f"first (stages=(..., 'prm_labels', 'prm', 'rl')), or use rl.algorithm=grpo_outcome "
+            f"or reinforce_pp, which need no PRM"
+        )
     return PRMScorer(load_model(path, ctx.config.model.dtype), ctx.tokenizer())
 
 
@@ -93,6 +102,14 @@ def checkpoints(ctx: RunContext) -> StepCheckpoints:
 def fit_options(ctx: RunContext) -> dict:
     """The ``training.fit`` settings both RL loops share: checkpoints, their cadence and the early stop."""
     rl = ctx.config.rl
-    return dict(steps=rl.steps, desc=f"rl ({rl.algorithm})", name="rl", checkpoints=checkpoints(ctx),
-                checkpoint_every=rl.checkpoint_every, stop_after=stop_after(ctx), stop_error=RLStopped,
-                stop_reason=f"{STOP_ENV} / rl.stop_after", log=lambda rec: ctx.log({"stage": "rl", **rec}))
+    return dict(
+        steps=rl.steps,
+        desc=f"rl ({rl.algorithm})",
+        name="rl",
+        checkpoints=checkpoints(ctx),
+        checkpoint_every=rl.checkpoint_every,
+        stop_after=stop_after(ctx),
+        stop_error=RLStopped,
+        stop_reason=f"{STOP_ENV} / rl.stop_after",
+        log=lambda rec: ctx.log({"stage": "rl", **rec}),
+    )

@@ -3,6 +3,7 @@
 Defaults are the embedded benchmark on one CPU (``configs/default.py``); the paper's hyper-parameters
 for Qwen2.5-Coder-7B on BIRD live in ``configs/bird_qwen2_5_coder_7b.py``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,26 +31,26 @@ SPIDER_SPLIT_FILES = (("train_split", "train", "train_spider.json"), ("eval_spli
 class DataConfig:
     """Where questions and databases come from. ``source="builtin"`` generates them (no download)."""
 
-    source: str = "builtin"          # builtin | spider | bird
-    root: str = ""                   # dataset root for spider / bird
-    train_split: str = "train"       # bird: split name; spider: question file relative to root ("train" =
-                                     # train_spider.json); "" = none (eval only)
-    eval_split: str = "dev"          # bird: split name; spider: question file ("dev" = dev.json)
+    source: str = "builtin"  # builtin | spider | bird
+    root: str = ""  # dataset root for spider / bird
+    train_split: str = "train"  # bird: split name; spider: question file relative to root ("train" =
+    # train_spider.json); "" = none (eval only)
+    eval_split: str = "dev"  # bird: split name; spider: question file ("dev" = dev.json)
     n_train_dbs: int = 12
     n_test_dbs: int = 6
     questions_per_db: int = 40
     rename_test_schemas: bool = True  # builtin: test DBs use other table/column names than train
-    schema_examples: int = 3         # M-Schema example values per column
-    max_train: int = 0               # 0 = all
+    schema_examples: int = 3  # M-Schema example values per column
+    max_train: int = 0  # 0 = all
     max_eval: int = 0
-    ex_mode: str = "bird"            # EX rule: bird (set equality) | spider (test-suite exec match)
-    cocte_rewriter: str = "rule"     # gold SQL -> CoCTE: rule (to_cocte) | model (sampled LLM rewrites) | both
-    cocte_rewriter_path: str = ""    # model / both (required): local HF checkpoint dir of the rewriting LLM + tokenizer
+    ex_mode: str = "bird"  # EX rule: bird (set equality) | spider (test-suite exec match)
+    cocte_rewriter: str = "rule"  # gold SQL -> CoCTE: rule (to_cocte) | model (sampled LLM rewrites) | both
+    cocte_rewriter_path: str = ""  # model / both (required): local HF checkpoint dir of the rewriting LLM + tokenizer
     cocte_rewriter_chat_template: bool = False  # wrap the rewrite prompt in the rewriter tokenizer's chat template
-    cocte_rewrite_samples: int = 4   # rewrites sampled per question
+    cocte_rewrite_samples: int = 4  # rewrites sampled per question
     cocte_rewrite_temperature: float = 0.8
     cocte_rewrite_max_new_tokens: int = 512
-    cocte_dedup_keep: float = 0.5    # per-question keep ratio of the tree-edit-distance dedup of verified CoCTEs
+    cocte_dedup_keep: float = 0.5  # per-question keep ratio of the tree-edit-distance dedup of verified CoCTEs
 
     def __post_init__(self):
         require_choice(self, "source", ("builtin", "spider", "bird"))
@@ -74,7 +75,7 @@ class ModelConfigSection:
     """Policy model. ``path`` = a local HF directory; empty = a fresh Qwen2 of the shape below."""
 
     path: str = ""
-    tokenizer_path: str = ""         # empty: the model dir's tokenizer, or a BPE trained on the data
+    tokenizer_path: str = ""  # empty: the model dir's tokenizer, or a BPE trained on the data
     vocab_size: int = 2048
     hidden_size: int = 128
     intermediate_size: int = 384
@@ -82,11 +83,12 @@ class ModelConfigSection:
     num_heads: int = 4
     num_kv_heads: int = 2
     max_len: int = 1024
-    dtype: str = "float32"           # compute dtype; weights stay fp32
+    dtype: str = "float32"  # compute dtype; weights stay fp32
 
     def __post_init__(self):
-        require_positive(self, "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
-                  "num_kv_heads", "max_len")
+        require_positive(
+            self, "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "max_len"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +101,7 @@ class SFTConfig:
     warmup_steps: int = 20
     weight_decay: float = 0.0
     grad_clip: float = 1.0
-    checkpoint_every: int = 0         # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
+    checkpoint_every: int = 0  # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
@@ -113,23 +115,24 @@ class PRMLabelConfig:
 
     num_questions: int = 96
     rollouts_per_question: int = 4
-    completions_per_step: int = 4     # k
+    completions_per_step: int = 4  # k
     c_puct: float = 0.125
     alpha: float = 0.5
     beta: float = 0.9
-    length_scale: int = 500           # L
-    search_budget: int = 8            # MCTS rollouts per question
+    length_scale: int = 500  # L
+    search_budget: int = 8  # MCTS rollouts per question
     temperature: float = 1.0
     max_new_tokens: int = 160
-    unparseable: str = "search"       # rollouts sqlglot cannot parse: search | negative (all steps 0) | drop
-    dedup_keep: float = 1.0           # per-question keep ratio of the tree-edit-distance dedup (1 = keep all)
+    unparseable: str = "search"  # rollouts sqlglot cannot parse: search | negative (all steps 0) | drop
+    dedup_keep: float = 1.0  # per-question keep ratio of the tree-edit-distance dedup (1 = keep all)
 
     def __post_init__(self):
         require_choice(self, "unparseable", ("search", "negative", "drop"))
         if not 0.0 < self.dedup_keep <= 1.0:
             raise ValueError(f"prm_labels.dedup_keep must be in (0, 1], got {self.dedup_keep}")
-        require_positive(self, "num_questions", "rollouts_per_question", "completions_per_step", "search_budget",
-                  "max_new_tokens")
+        require_positive(
+            self, "num_questions", "rollouts_per_question", "completions_per_step", "search_budget", "max_new_tokens"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,9 +143,9 @@ class PRMConfig:
     batch_size: int = 16
     lr: float = 1e-3
     heldout_fraction: float = 0.2
-    annotate_results: bool = False    # add <result>...</result> execution annotations to steps
-    balance: str = "none"             # train step labels: none | weight (BCE pos_weight n_neg/n_pos) | downsample
-    checkpoint_every: int = 0         # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
+    annotate_results: bool = False  # add <result>...</result> execution annotations to steps
+    balance: str = "none"  # train step labels: none | weight (BCE pos_weight n_neg/n_pos) | downsample
+    checkpoint_every: int = 0  # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
@@ -157,15 +160,15 @@ class PRMConfig:
 class RLConfig:
     """RL stage (paper GRPO: lr 1e-6, 48 prompts x 8 samples, clip 0.2, KL k3 0.001, entropy 0.001, T=1)."""
 
-    algorithm: str = "grpo"          # a registered algorithm (rewardsql_jax.rl): grpo (PRM+outcome, Sec. 5.3) |
-                                     # grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs | a plugin's
-    loss: str = ""                   # "" = the algorithm's loss; else a registered loss of the same family
+    algorithm: str = "grpo"  # a registered algorithm (rewardsql_jax.rl): grpo (PRM+outcome, Sec. 5.3) |
+    # grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs | a plugin's
+    loss: str = ""  # "" = the algorithm's loss; else a registered loss of the same family
     loss_options: dict = dataclasses.field(default_factory=dict)  # options of rl.loss (replace the algorithm's)
     algorithm_options: dict = dataclasses.field(default_factory=dict)  # a plugin algorithm's own options
     advantage_variant: str = "paper"  # paper | released (process advantage of Sec. 5.3)
-    rm_coef: float = 1.0              # PRM weight in the token rewards; only algorithm "grpo" with
-                                      # advantage_variant="released" uses it (ignored otherwise); 0 = the released
-                                      # grpo_trainer.yaml: outcome on the last token only, advantage only there
+    rm_coef: float = 1.0  # PRM weight in the token rewards; only algorithm "grpo" with
+    # advantage_variant="released" uses it (ignored otherwise); 0 = the released
+    # grpo_trainer.yaml: outcome on the last token only, advantage only there
     steps: int = 20
     prompts_per_step: int = 8
     samples_per_prompt: int = 8
@@ -177,12 +180,12 @@ class RLConfig:
     max_new_tokens: int = 160
     dpo_beta: float = 0.1
     rs_threshold: float = 1.5
-    checkpoint_every: int = 5         # Orbax checkpoint of the RL state every N steps (and after the last)
-    stop_after: int = 0               # > 0: stop after N steps, as if killed (resume tests); 0 = run all
-    shared_prefix: bool = True        # train each prompt once per group of samples (GroupedRLBatch; same loss)
+    checkpoint_every: int = 5  # Orbax checkpoint of the RL state every N steps (and after the last)
+    stop_after: int = 0  # > 0: stop after N steps, as if killed (resume tests); 0 = run all
+    shared_prefix: bool = True  # train each prompt once per group of samples (GroupedRLBatch; same loss)
     prompts_per_sampler_call: int = 0  # prompts per sampler call (a divisor of prompts_per_step); 0 = automatic
-    filter_groups: bool = False       # DAPO dynamic sampling: draw more questions until every group of the batch
-                                      # has reward spread (verl filter_groups); group-normalised algorithms only
+    filter_groups: bool = False  # DAPO dynamic sampling: draw more questions until every group of the batch
+    # has reward spread (verl filter_groups); group-normalised algorithms only
     filter_groups_max_draws: int = 3  # draws per step at most; then uninformative groups fill the batch
 
     def __post_init__(self):
@@ -193,22 +196,29 @@ class RLConfig:
         require_choice(self, "advantage_variant", ("paper", "released"))
         if not self.rm_coef >= 0:
             raise ValueError(f"rl.rm_coef must be >= 0, got {self.rm_coef}")
-        require_positive(self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every")
+        require_positive(
+            self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every"
+        )
         if self.stop_after < 0:
             raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")
         require_positive(self, "filter_groups_max_draws")
-        if self.prompts_per_sampler_call < 0 or (self.prompts_per_sampler_call
-                                                 and self.prompts_per_step % self.prompts_per_sampler_call):
-            raise ValueError(f"rl.prompts_per_sampler_call={self.prompts_per_sampler_call} must divide "
-                             f"rl.prompts_per_step={self.prompts_per_step} (every sampler call has one shape), "
-                             f"or be 0 (automatic: the largest divisor at most half of it)")
+        if self.prompts_per_sampler_call < 0 or (
+            self.prompts_per_sampler_call and self.prompts_per_step % self.prompts_per_sampler_call
+        ):
+            raise ValueError(
+                f"rl.prompts_per_sampler_call={self.prompts_per_sampler_call} must divide "
+                f"rl.prompts_per_step={self.prompts_per_step} (every sampler call has one shape), "
+                f"or be 0 (automatic: the largest divisor at most half of it)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class InferenceConfig:
     """Greedy, PRM Best-of-N (paper: N=32, T=1.0, min aggregation) and self-consistency."""
 
-    predictions_file: str = ""       # evaluate this file (Spider: one SQL per line; BIRD: predict_dev.json) instead of a model
+    predictions_file: str = (
+        ""  # evaluate this file (Spider: one SQL per line; BIRD: predict_dev.json) instead of a model
+    )
     best_of_n: int = 8
     temperature: float = 1.0
     aggregation: str = "min"
@@ -234,8 +244,10 @@ class MeshConfig:
     def __post_init__(self):
         sizes = (self.data, self.fsdp, self.tensor)
         if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
-            raise ValueError(f"mesh sizes must be positive with at most one -1, got data={self.data}, "
-                             f"fsdp={self.fsdp}, tensor={self.tensor}")
+            raise ValueError(
+                f"mesh sizes must be positive with at most one -1, got data={self.data}, "
+                f"fsdp={self.fsdp}, tensor={self.tensor}"
+            )
         require_positive(self, "micro_batches")
 
 
@@ -247,7 +259,7 @@ class RunConfig:
     run_dir: str = "runs/default"
     seed: int = 0
     stages: tuple = STAGES
-    workers: int = 2                  # SQL executor processes
+    workers: int = 2  # SQL executor processes
     mesh: MeshConfig = MeshConfig()
     data: DataConfig = DataConfig()
     model: ModelConfigSection = ModelConfigSection()
@@ -256,11 +268,11 @@ class RunConfig:
     prm: PRMConfig = PRMConfig()
     rl: RLConfig = RLConfig()
     inference: InferenceConfig = InferenceConfig()
-    memory_check: str = "auto"        # AOT memory estimate before training: auto | on | off (stages/memory_check.py)
-    memory_limit_gb: float = 0.0      # per-device memory the check compares with; 0 = the device's own
-    resume: str = "check"             # finished stages: check (stop if their settings changed) | accept_changes
-    plugins: tuple = ()               # user .py files imported before the run (their losses / RL algorithms);
-                                      # launch/run.py imports them before it reads the other overrides
+    memory_check: str = "auto"  # AOT memory estimate before training: auto | on | off (stages/memory_check.py)
+    memory_limit_gb: float = 0.0  # per-device memory the check compares with; 0 = the device's own
+    resume: str = "check"  # finished stages: check (stop if their settings changed) | accept_changes
+    plugins: tuple = ()  # user .py files imported before the run (their losses / RL algorithms);
+    # launch/run.py imports them before it reads the other overrides
 
     def __post_init__(self):
         require_choice(self, "memory_check", ("auto", "on", "off"))

@@ -1,4 +1,5 @@
 """Run the configured stages in pipeline order, skipping the ones a previous run already finished."""
+
 from __future__ import annotations
 
 import importlib

@@ -4,6 +4,7 @@ Masked token cross-entropy on the target SQL (+ EOS), prompt tokens masked; one 
 step (``training.make_train_step(..., "sft")``, the vocabulary projection only at target positions) run by ``training.fit`` (``sft.checkpoint_every`` > 0: resumable).
 Writes ``sft/policy/`` (HF directory) and metrics.
 """
+
 from __future__ import annotations
 
 import time
@@ -37,16 +38,23 @@ def run_sft(ctx: RunContext) -> dict:
     if mesh is not None:
         model = shard_model(model, mesh)
     s = cfg.sft
-    opt = OptimizerConfig(learning_rate=s.lr, weight_decay=s.weight_decay, max_grad_norm=s.grad_clip,
-                          schedule="cosine", warmup_steps=min(s.warmup_steps, s.steps - 1), total_steps=s.steps,
-                          min_lr_ratio=0.1)
+    opt = OptimizerConfig(
+        learning_rate=s.lr,
+        weight_decay=s.weight_decay,
+        max_grad_norm=s.grad_clip,
+        schedule="cosine",
+        warmup_steps=min(s.warmup_steps, s.steps - 1),
+        total_steps=s.steps,
+        min_lr_ratio=0.1,
+    )
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     length = bucket_length(max(len(e[0]) for e in encoded))  # one shape: the step compiles once
     # the loss covers the target only (~20% of a row): project just those positions onto the vocabulary
     targets = -(-max(sum(e[1]) for e in encoded) // 16) * 16
-    step_fn = make_train_step(state.graphdef, "sft", {"target_tokens": targets}, mesh=mesh,
-                              micro_batches=cfg.mesh.micro_batches)
+    step_fn = make_train_step(
+        state.graphdef, "sft", {"target_tokens": targets}, mesh=mesh, micro_batches=cfg.mesh.micro_batches
+    )
     order, tokens, t0 = list(batch_indices(len(encoded), s.batch_size, s.steps, cfg.seed)), [0], time.perf_counter()
 
     def step(state, i):
@@ -60,7 +68,17 @@ def run_sft(ctx: RunContext) -> dict:
     jax.block_until_ready(state.params)
     elapsed = time.perf_counter() - t0
     save_model(ctx, state.model(), out / "policy")
-    return ctx.finish("sft", {"steps": s.steps, "examples": len(encoded), "dropped_too_long": too_long,
-                              "resumed_from_step": run.resumed_from,
-                              "final_loss": losses[-1][1], "loss_curve": losses, "seconds": elapsed,
-                              "tokens_per_s": tokens[0] / elapsed, "final_loss_mean_last": float(np.mean([loss for _, loss in losses[-3:]]))})
+    return ctx.finish(
+        "sft",
+        {
+            "steps": s.steps,
+            "examples": len(encoded),
+            "dropped_too_long": too_long,
+            "resumed_from_step": run.resumed_from,
+            "final_loss": losses[-1][1],
+            "loss_curve": losses,
+            "seconds": elapsed,
+            "tokens_per_s": tokens[0] / elapsed,
+            "final_loss_mean_last": float(np.mean([loss for _, loss in losses[-3:]])),
+        },
+    )

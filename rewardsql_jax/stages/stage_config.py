@@ -9,6 +9,7 @@ redo the stage (delete its folder and the later stages'), or keep the artefacts 
 Keys that change how a run executes but not what it produces (workers, memory check, checkpoint cadence, the
 stop hook, the run's name and directory) are not part of it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,15 +40,19 @@ def flat(config) -> dict:
                 walk(value, f"{prefix}{f.name}.")
             else:
                 out[f"{prefix}{f.name}"] = list(value) if isinstance(value, tuple) else value
+
     walk(config, "")
     return out
 
 
 def stage_settings(config, stage: str) -> dict:
     """The config keys ``stage``'s artefacts depend on (its own and every earlier stage's), with their values."""
-    prefixes = [p for s in STAGES[:STAGES.index(stage) + 1] for p in STAGE_KEYS[s]]
-    return {k: v for k, v in flat(config).items()
-            if any(k == p or k.startswith(p + ".") for p in prefixes) and k not in NOT_RESULTS}
+    prefixes = [p for s in STAGES[: STAGES.index(stage) + 1] for p in STAGE_KEYS[s]]
+    return {
+        k: v
+        for k, v in flat(config).items()
+        if any(k == p or k.startswith(p + ".") for p in prefixes) and k not in NOT_RESULTS
+    }
 
 
 def changed_keys(recorded: dict, config, stage: str) -> list[str]:
@@ -64,8 +69,9 @@ class StageConfigChanged(ValueError):
 def refuse_changed(run_dir, stage: str, changed: list[str], recorded: dict, config) -> StageConfigChanged:
     now = stage_settings(config, stage)
     diff = ", ".join(f"{k}: {recorded[k]!r} -> {now[k]!r}" for k in changed)
-    later = [s for s in STAGES[STAGES.index(stage):]]
+    later = [s for s in STAGES[STAGES.index(stage) :]]
     return StageConfigChanged(
         f"stage {stage!r} in {run_dir} finished with other settings ({diff}). To redo it with the new ones, delete "
         f"{', '.join(f'{run_dir}/{s}/' for s in later)} (the later stages build on it); to keep its artefacts "
-        f"as they are, add resume=accept_changes")
+        f"as they are, add resume=accept_changes"
+    )

@@ -17,6 +17,7 @@ A loss without an adapter of its own is fed by the adapter of its family (``loss
 ``supervised`` (``SFTBatch``), ``prm`` (``PRMBatch``), with the denominator its ``reduction`` names.
 ``register_adapter`` replaces that for a loss that needs more (batch-global statistics, extra fields).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -114,12 +115,20 @@ def _rl_logprobs(model, batch, opts, *, with_entropy: bool = False):
     [P, G, Lc] for a GroupedRLBatch (each prompt computed once)."""
     kw = dict(temperature=opts.get("temperature", 1.0))
     if isinstance(batch, GroupedRLBatch):
-        return shared_prefix_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids,
-                                      chunk_size=opts.get("logprob_chunk_size"), with_entropy=with_entropy, **kw)
+        return shared_prefix_logprobs(
+            model,
+            batch.prompt_ids,
+            batch.prompt_mask,
+            batch.completion_ids,
+            chunk_size=opts.get("logprob_chunk_size"),
+            with_entropy=with_entropy,
+            **kw,
+        )
     if with_entropy:
         return sequence_logprobs_and_entropy(model, batch.input_ids, batch.attention_mask, **kw)
-    return sequence_logprobs(model, batch.input_ids, batch.attention_mask,
-                             chunk_size=opts.get("logprob_chunk_size"), **kw)
+    return sequence_logprobs(
+        model, batch.input_ids, batch.attention_mask, chunk_size=opts.get("logprob_chunk_size"), **kw
+    )
 
 
 def _rows(batch, x):
@@ -139,8 +148,10 @@ def _no_grad_logprobs(model, batch, opts):
 
 def _need_ref(ref_model, loss_name, field):
     if ref_model is None:
-        raise ValueError(f"loss {loss_name!r} needs reference log-probs: fill {field} in the batch, or keep a "
-                         f"frozen reference in the state (create_train_state(..., with_reference=True)).")
+        raise ValueError(
+            f"loss {loss_name!r} needs reference log-probs: fill {field} in the batch, or keep a "
+            f"frozen reference in the state (create_train_state(..., with_reference=True))."
+        )
 
 
 def _split(opts):
@@ -215,8 +226,10 @@ def _grpo(model, ref_model, batch: RLBatch, loss_fn, opts):
     if batch.advantages is None:
         raise ValueError("loss 'grpo' needs RLBatch.advantages ([B] or [B, T]).")
     if "num_items_in_batch" in opts:
-        raise ValueError("do not pass num_items_in_batch to the train step: it normalises agg='dapo' by the "
-                         "active tokens of the whole (global) batch itself.")
+        raise ValueError(
+            "do not pass num_items_in_batch to the train step: it normalises agg='dapo' by the "
+            "active tokens of the whole (global) batch itself."
+        )
     ref = batch.ref_logprobs
     if ref is None and opts.get("beta", 0.0) != 0.0:
         _need_ref(ref_model, "grpo", "RLBatch.ref_logprobs")
@@ -238,8 +251,10 @@ def _policy_gradient(model, ref_model, batch, loss_fn, opts, *, reduction: str, 
     """A policy-gradient-family loss on [B, T] completion tokens; per-sequence advantages broadcast to tokens."""
     own, opts = _split(opts)
     if batch.advantages is None:
-        raise ValueError("a policy_gradient loss needs advantages in the batch (RLBatch.advantages); an algorithm "
-                         "that fills token_rewards (reinforce_pp) trains only its own loss")
+        raise ValueError(
+            "a policy_gradient loss needs advantages in the batch (RLBatch.advantages); an algorithm "
+            "that fills token_rewards (reinforce_pp) trains only its own loss"
+        )
     mask, old, adv = _flat(batch, "completion_mask", "old_logprobs", "advantages")
     mask = jnp.asarray(mask, jnp.float32)
     adv = jnp.broadcast_to(adv[:, None], mask.shape) if adv.ndim == 1 else adv
@@ -274,14 +289,27 @@ def _reinforce_pp_prepare(model, ref_model, batch: RLBatch, opts):
         ref = _no_grad_logprobs(ref_model, batch, own)
     shape = mask.shape  # whitening runs over every token of the batch: flatten groups, then restore
     mask, old, ref, token_rewards = (_rows(batch, x) for x in (mask, old, ref, batch.token_rewards))
-    rr = reinforce_pp_returns(token_rewards, mask, gamma=opts.get("gamma", 1.0), old_logprobs=old,
-                              ref_logprobs=ref, kl_coef=opts.get("kl_coef", 0.0), kl=opts.get("kl", "k1"),
-                              whiten=opts.get("whiten", True))
-    metrics = {"returns/mean": losses.masked_mean(rr.returns, mask), "rewards/mean": losses.masked_mean(rr.rewards, mask)}
+    rr = reinforce_pp_returns(
+        token_rewards,
+        mask,
+        gamma=opts.get("gamma", 1.0),
+        old_logprobs=old,
+        ref_logprobs=ref,
+        kl_coef=opts.get("kl_coef", 0.0),
+        kl=opts.get("kl", "k1"),
+        whiten=opts.get("whiten", True),
+    )
+    metrics = {
+        "returns/mean": losses.masked_mean(rr.returns, mask),
+        "rewards/mean": losses.masked_mean(rr.rewards, mask),
+    }
     if ref is not None:
         metrics["kl"] = losses.masked_mean(old - ref, mask)
-    batch = batch.replace(old_logprobs=old.reshape(shape),
-                          token_rewards=jax.lax.stop_gradient(rr.advantages).reshape(shape), ref_logprobs=None)
+    batch = batch.replace(
+        old_logprobs=old.reshape(shape),
+        token_rewards=jax.lax.stop_gradient(rr.advantages).reshape(shape),
+        ref_logprobs=None,
+    )
     return batch, metrics
 
 
@@ -323,8 +351,10 @@ def _prm(model, ref_model, batch: PRMBatch, loss_fn, opts):
     own, opts = _split(opts)
     ids = own.get("tag_token_ids")
     if ids is None or len(ids) != 2:
-        raise ValueError("loss 'prm' needs loss option tag_token_ids=(id of ' +', id of ' -'), taken from the "
-                         "tokenizer (never hard-coded).")
+        raise ValueError(
+            "loss 'prm' needs loss option tag_token_ids=(id of ' +', id of ' -'), taken from the "
+            "tokenizer (never hard-coded)."
+        )
     tag_logits = prm_tag_logits(model, batch.input_ids, batch.attention_mask, batch.tag_positions, ids[0], ids[1])
     if own.get("temperature", 1.0) != 1.0:
         tag_logits = tag_logits / own["temperature"]

@@ -4,6 +4,7 @@ Token-aligned convention: every per-token field is aligned with ``input_ids`` (p
 so ``completion_mask[b, t] = 1`` marks a generated token and ``old_logprobs[b, t]`` is its sampling log-prob.
 Position 0 never carries a loss (nothing predicts the first token).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -39,7 +40,8 @@ class _Checks:
             if shape != ref_shape:
                 raise ValueError(
                     f"{type(self).__name__}.{name} has shape {shape} but {ref} has shape {ref_shape}; "
-                    f"pad every field of the batch to the same [batch, seq] shape.")
+                    f"pad every field of the batch to the same [batch, seq] shape."
+                )
 
     def _per_row(self, name: str, what: str):
         x, rows = getattr(self, name), _shape(self.input_ids)[:1]
@@ -128,8 +130,10 @@ class RLBatch(_Checks):
         if self.advantages is not None:
             b, t = _shape(self.input_ids)
             if _shape(self.advantages) not in ((b,), (b, t)):
-                raise ValueError(f"RLBatch.advantages has shape {_shape(self.advantages)}; it must be [{b}] "
-                                 f"(per sequence) or [{b}, {t}] (per token) to match input_ids {(b, t)}.")
+                raise ValueError(
+                    f"RLBatch.advantages has shape {_shape(self.advantages)}; it must be [{b}] "
+                    f"(per sequence) or [{b}, {t}] (per token) to match input_ids {(b, t)}."
+                )
         return self
 
 
@@ -161,16 +165,22 @@ class GroupedRLBatch(_Checks):
         shape = self._need("completion_ids", 3, "[prompts, group, completion_len] int token ids")
         self._integer("completion_ids")
         if shape[0] != p:
-            raise ValueError(f"GroupedRLBatch.completion_ids has shape {shape} but prompt_ids has {p} prompts; "
-                             f"give [prompts, group, completion_len].")
+            raise ValueError(
+                f"GroupedRLBatch.completion_ids has shape {shape} but prompt_ids has {p} prompts; "
+                f"give [prompts, group, completion_len]."
+            )
         self._match("completion_ids", ["completion_mask"])
         self._match("completion_ids", ["old_logprobs", "ref_logprobs", "token_rewards"], optional=True)
         if isinstance(self.prompt_mask, np.ndarray) and p and not np.asarray(self.prompt_mask)[:, -1].all():
-            raise ValueError("GroupedRLBatch.prompt_mask: prompts must be LEFT-padded (the last slot of every "
-                             "prompt is a real token).")
+            raise ValueError(
+                "GroupedRLBatch.prompt_mask: prompts must be LEFT-padded (the last slot of every "
+                "prompt is a real token)."
+            )
         if self.advantages is not None and _shape(self.advantages) not in (shape[:2], shape):
-            raise ValueError(f"GroupedRLBatch.advantages has shape {_shape(self.advantages)}; it must be "
-                             f"{list(shape[:2])} (per sequence) or {list(shape)} (per token).")
+            raise ValueError(
+                f"GroupedRLBatch.advantages has shape {_shape(self.advantages)}; it must be "
+                f"{list(shape[:2])} (per sequence) or {list(shape)} (per token)."
+            )
         return self
 
     @property
@@ -200,14 +210,23 @@ class PreferenceBatch(_Checks):
         self._need("chosen_input_ids", 2, "[batch, seq] int token ids")
         self._integer("chosen_input_ids")
         self._integer("rejected_input_ids")
-        self._match("chosen_input_ids", ["chosen_attention_mask", "chosen_loss_mask", "rejected_input_ids",
-                                         "rejected_attention_mask", "rejected_loss_mask"])
+        self._match(
+            "chosen_input_ids",
+            [
+                "chosen_attention_mask",
+                "chosen_loss_mask",
+                "rejected_input_ids",
+                "rejected_attention_mask",
+                "rejected_loss_mask",
+            ],
+        )
         b = _shape(self.chosen_input_ids)[0]
         for name in ("ref_chosen_logps", "ref_rejected_logps"):
             x = getattr(self, name)
             if x is not None and _shape(x) != (b,):
-                raise ValueError(f"PreferenceBatch.{name} must have shape ({b},) (summed log-probs per pair), "
-                                 f"got {_shape(x)}.")
+                raise ValueError(
+                    f"PreferenceBatch.{name} must have shape ({b},) (summed log-probs per pair), got {_shape(x)}."
+                )
         if (self.ref_chosen_logps is None) != (self.ref_rejected_logps is None):
             raise ValueError("PreferenceBatch: give both ref_chosen_logps and ref_rejected_logps, or neither.")
         return self
@@ -239,6 +258,8 @@ class PRMBatch(_Checks):
             return self
         pos = np.asarray(self.tag_positions)
         if pos.size and (pos.min() < 0 or pos.max() >= t):
-            raise ValueError(f"PRMBatch.tag_positions must lie in [0, {t}) (sequence length), "
-                             f"got values in [{pos.min()}, {pos.max()}].")
+            raise ValueError(
+                f"PRMBatch.tag_positions must lie in [0, {t}) (sequence length), "
+                f"got values in [{pos.min()}, {pos.max()}]."
+            )
         return self

@@ -4,6 +4,7 @@ A checkpoint at step s holds params, optimizer state, step, RNG, the frozen refe
 one) and the JSON state of the data iterator after the batches of steps 1..s, so a resumed run continues
 with exactly the next batch and reaches the same parameters as an uninterrupted one.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,8 +34,9 @@ class Checkpointer:
         if max_to_keep is not None and max_to_keep < 1:
             raise ValueError(f"max_to_keep must be >= 1 or None (keep all), got {max_to_keep}.")
         self.directory = Path(directory).absolute()
-        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, enable_async_checkpointing=async_save,
-                                               create=True)
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True
+        )
         self.manager = ocp.CheckpointManager(self.directory, options=options, item_names=("state", "data"))
 
     def save(self, state: TrainState, *, data_iterator=None, force: bool = True) -> bool:
@@ -59,15 +61,18 @@ class Checkpointer:
         When ``data_iterator`` is given its position is restored in place (``set_state``).
         """
         if step not in self.manager.all_steps():
-            raise FileNotFoundError(f"no checkpoint for step {step} in {self.directory}; "
-                                    f"available steps: {self.all_steps()}.")
+            raise FileNotFoundError(
+                f"no checkpoint for step {step} in {self.directory}; available steps: {self.all_steps()}."
+            )
         target = jax.tree.map(ocp.utils.to_shape_dtype_struct, _arrays(like))
         items = {"state": ocp.args.StandardRestore(target)}
         has_data = (self.directory / str(step) / "data").exists()
         if data_iterator is not None:
             if not has_data:
-                raise ValueError(f"checkpoint {step} in {self.directory} holds no data-iterator state; "
-                                 f"restore without data_iterator or save one with the checkpoint.")
+                raise ValueError(
+                    f"checkpoint {step} in {self.directory} holds no data-iterator state; "
+                    f"restore without data_iterator or save one with the checkpoint."
+                )
             items["data"] = ocp.args.JsonRestore()
         restored = self.manager.restore(step, args=ocp.args.Composite(**items))
         if data_iterator is not None:

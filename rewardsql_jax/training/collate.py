@@ -6,6 +6,7 @@ rejection sampling). Every row is ``prompt + completion`` right-padded to one ``
 jitted step compiles once per run. Per-token fields follow ``batch``'s token-aligned convention: position
 ``len(prompt) + k`` holds completion token k, its sampling log-prob and its advantage / reward.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ def pad_rows(rows, length: int, pad_id: int, dtype=np.int32) -> np.ndarray:
     """Right-pad lists to ``[len(rows), length]``."""
     out = np.full((len(rows), length), pad_id, dtype=dtype)
     for i, r in enumerate(rows):
-        out[i, :len(r)] = r
+        out[i, : len(r)] = r
     return out
 
 
@@ -50,7 +51,7 @@ def batch_indices(n: int, batch_size: int, steps: int, seed: int, start_step: in
     rng = np.random.default_rng(seed)
     order = np.concatenate([rng.permutation(n) for _ in range(-(-(steps + start_step) * batch_size // n) + 1)])
     for s in range(start_step, start_step + steps):
-        yield order[s * batch_size:(s + 1) * batch_size]
+        yield order[s * batch_size : (s + 1) * batch_size]
 
 
 def rl_length(max_prompt_tokens: int, max_new_tokens: int) -> int:
@@ -63,13 +64,15 @@ def _check_rows(prompts, completions, length):
         raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions; give one prompt per row")
     for i, (p, c) in enumerate(zip(prompts, completions)):
         if len(p) + len(c) > length:
-            raise ValueError(f"row {i}: prompt ({len(p)}) + completion ({len(c)}) tokens exceed the batch length {length}")
+            raise ValueError(
+                f"row {i}: prompt ({len(p)}) + completion ({len(c)}) tokens exceed the batch length {length}"
+            )
 
 
 def _place(rows_prompt, rows_values, length, fill, dtype):
     out = np.full((len(rows_prompt), length), fill, dtype)
     for i, (p, v) in enumerate(zip(rows_prompt, rows_values)):
-        out[i, len(p):len(p) + len(v)] = v
+        out[i, len(p) : len(p) + len(v)] = v
     return out
 
 
@@ -79,14 +82,23 @@ def sequence_arrays(prompts: Sequence[Sequence[int]], completions: Sequence[Sequ
     ids = np.full((len(prompts), length), pad_id, np.int32)
     attn = np.zeros((len(prompts), length), np.int32)
     for i, (p, c) in enumerate(zip(prompts, completions)):
-        ids[i, :len(p) + len(c)] = list(p) + list(c)
-        attn[i, :len(p) + len(c)] = 1
+        ids[i, : len(p) + len(c)] = list(p) + list(c)
+        attn[i, : len(p) + len(c)] = 1
     done = _place(prompts, [np.ones(len(c)) for c in completions], length, 0, np.int32)
     return ids, attn, done
 
 
-def rl_batch(prompts, completions, logprobs, *, length: int, pad_id: int, advantages=None,
-             token_values=None, field: str = "advantages") -> RLBatch:
+def rl_batch(
+    prompts,
+    completions,
+    logprobs,
+    *,
+    length: int,
+    pad_id: int,
+    advantages=None,
+    token_values=None,
+    field: str = "advantages",
+) -> RLBatch:
     """RLBatch of sampled rows. ``advantages`` [B] (per sequence: outcome GRPO) or ``token_values`` (one [T_i]
     array per row, aligned with its completion tokens) go to ``field``: "advantages" (grpo loss) or
     "token_rewards" (reinforce_pp loss). ``logprobs`` are the sampler's, which become ``old_logprobs``."""
@@ -107,12 +119,24 @@ def rl_batch(prompts, completions, logprobs, *, length: int, pad_id: int, advant
             raise ValueError(f"advantages must be [{len(prompts)}] (one per row), got shape {values.shape}")
         if field == "token_rewards":
             raise ValueError("token_rewards are per token: pass token_values")
-    return RLBatch(input_ids=ids, attention_mask=attn, completion_mask=comp, old_logprobs=old,
-                   **{field: values}).validate()
+    return RLBatch(
+        input_ids=ids, attention_mask=attn, completion_mask=comp, old_logprobs=old, **{field: values}
+    ).validate()
 
 
-def grouped_rl_batch(prompts, completions, logprobs, *, group: int, prompt_length: int, completion_length: int,
-                     pad_id: int, advantages=None, token_values=None, field: str = "advantages") -> GroupedRLBatch:
+def grouped_rl_batch(
+    prompts,
+    completions,
+    logprobs,
+    *,
+    group: int,
+    prompt_length: int,
+    completion_length: int,
+    pad_id: int,
+    advantages=None,
+    token_values=None,
+    field: str = "advantages",
+) -> GroupedRLBatch:
     """GroupedRLBatch of ``len(prompts)`` prompts with ``group`` completions each (``completions``,
     ``logprobs``, ``advantages`` / ``token_values`` prompt-major, one per completion, as for ``rl_batch``).
     Prompts are left-padded to ``prompt_length``, completions right-padded to ``completion_length``; the
@@ -123,20 +147,24 @@ def grouped_rl_batch(prompts, completions, logprobs, *, group: int, prompt_lengt
         raise ValueError(f"field={field!r}: use 'advantages' or 'token_rewards'")
     n = len(prompts)
     if len(completions) != n * group or len(logprobs) != n * group:
-        raise ValueError(f"{n} prompts x group {group} needs {n * group} completions and logprob rows, got "
-                         f"{len(completions)} and {len(logprobs)} (prompt-major)")
+        raise ValueError(
+            f"{n} prompts x group {group} needs {n * group} completions and logprob rows, got "
+            f"{len(completions)} and {len(logprobs)} (prompt-major)"
+        )
     long_p = max((len(p) for p in prompts), default=0)
     long_c = max((len(c) for c in completions), default=0)
     if long_p > prompt_length or long_c > completion_length:
-        raise ValueError(f"longest prompt {long_p} / completion {long_c} exceed prompt_length={prompt_length} / "
-                         f"completion_length={completion_length}")
+        raise ValueError(
+            f"longest prompt {long_p} / completion {long_c} exceed prompt_length={prompt_length} / "
+            f"completion_length={completion_length}"
+        )
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     p_ids = np.full((n, prompt_length), pad_id, np.int32)
     p_mask = np.zeros((n, prompt_length), np.int32)
     for i, p in enumerate(prompts):
-        p_ids[i, prompt_length - len(p):] = p
-        p_mask[i, prompt_length - len(p):] = 1
+        p_ids[i, prompt_length - len(p) :] = p
+        p_mask[i, prompt_length - len(p) :] = 1
     start = [()] * len(completions)  # completion-aligned: every row starts at 0
     c_ids = _place(start, completions, completion_length, pad_id, np.int32)
     c_mask = _place(start, [np.ones(len(c)) for c in completions], completion_length, 0, np.int32)
@@ -157,17 +185,28 @@ def grouped_rl_batch(prompts, completions, logprobs, *, group: int, prompt_lengt
         if values.shape != (n * group,):
             raise ValueError(f"advantages must be [{n * group}] (one per completion), got shape {values.shape}")
         values = values.reshape(n, group)
-    return GroupedRLBatch(prompt_ids=p_ids, prompt_mask=p_mask, completion_ids=grouped(c_ids),
-                          completion_mask=grouped(c_mask), old_logprobs=grouped(old), **{field: values}).validate()
+    return GroupedRLBatch(
+        prompt_ids=p_ids,
+        prompt_mask=p_mask,
+        completion_ids=grouped(c_ids),
+        completion_mask=grouped(c_mask),
+        old_logprobs=grouped(old),
+        **{field: values},
+    ).validate()
 
 
 def preference_batch(prompts, chosen, rejected, *, length: int, pad_id: int) -> PreferenceBatch:
     """PreferenceBatch of (prompt, chosen completion, rejected completion) rows; loss masks cover completions."""
     c_ids, c_attn, c_mask = sequence_arrays(prompts, chosen, length, pad_id)
     r_ids, r_attn, r_mask = sequence_arrays(prompts, rejected, length, pad_id)
-    return PreferenceBatch(chosen_input_ids=c_ids, chosen_attention_mask=c_attn, chosen_loss_mask=c_mask,
-                           rejected_input_ids=r_ids, rejected_attention_mask=r_attn,
-                           rejected_loss_mask=r_mask).validate()
+    return PreferenceBatch(
+        chosen_input_ids=c_ids,
+        chosen_attention_mask=c_attn,
+        chosen_loss_mask=c_mask,
+        rejected_input_ids=r_ids,
+        rejected_attention_mask=r_attn,
+        rejected_loss_mask=r_mask,
+    ).validate()
 
 
 def sft_batch(prompts, completions, *, length: int, pad_id: int) -> SFTBatch:
@@ -186,8 +225,10 @@ def masked_rl_batch(rows, advantages, pad_id: int) -> RLBatch:
     if bad:
         raise ValueError(f"rows {bad[:5]}: ids, completion_mask and logprobs must have one entry per token")
     length = bucket_length(max(len(ids) for ids, _, _ in rows))
-    return RLBatch(input_ids=pad_rows([ids for ids, _, _ in rows], length, pad_id),
-                   attention_mask=pad_rows([[1] * len(ids) for ids, _, _ in rows], length, 0),
-                   completion_mask=pad_rows([m for _, m, _ in rows], length, 0),
-                   old_logprobs=pad_rows([lp for _, _, lp in rows], length, 0.0, dtype=np.float32),
-                   advantages=np.asarray(advantages, np.float32)).validate()
+    return RLBatch(
+        input_ids=pad_rows([ids for ids, _, _ in rows], length, pad_id),
+        attention_mask=pad_rows([[1] * len(ids) for ids, _, _ in rows], length, 0),
+        completion_mask=pad_rows([m for _, m, _ in rows], length, 0),
+        old_logprobs=pad_rows([lp for _, _, lp in rows], length, 0.0, dtype=np.float32),
+        advantages=np.asarray(advantages, np.float32),
+    ).validate()

@@ -10,6 +10,7 @@ was not applied (the train step's NaN guard); with ``raise_on_nonfinite`` the lo
 What a step draws (batch, questions, sampling seed) must depend on ``(seed, i)`` alone, so a resumed run repeats
 the uninterrupted one step for step.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,11 +44,24 @@ class FitResult:
     resumed_from: int
 
 
-def fit(state: TrainState, step: Callable[[TrainState, int], tuple[TrainState, dict]], *, steps: int, desc: str,
-        log: Callable[[dict], None] | None = None, checkpoints: StepCheckpoints | None = None,
-        checkpoint_every: int = 0, stop_after: int = 0, stop_error: type[Exception] = StoppedEarly,
-        postfix: Sequence[str] = ("loss",), raise_on_nonfinite: bool = False, name: str | None = None,
-        stop_reason: str = "stop_after", log_every: int = 1, say=print) -> FitResult:
+def fit(
+    state: TrainState,
+    step: Callable[[TrainState, int], tuple[TrainState, dict]],
+    *,
+    steps: int,
+    desc: str,
+    log: Callable[[dict], None] | None = None,
+    checkpoints: StepCheckpoints | None = None,
+    checkpoint_every: int = 0,
+    stop_after: int = 0,
+    stop_error: type[Exception] = StoppedEarly,
+    postfix: Sequence[str] = ("loss",),
+    raise_on_nonfinite: bool = False,
+    name: str | None = None,
+    stop_reason: str = "stop_after",
+    log_every: int = 1,
+    say=print,
+) -> FitResult:
     """Run ``step`` for i = start .. steps - 1 (module docstring); ``checkpoint_every`` 0 = only after the last.
 
     A step's record may hold device scalars: they are fetched (one ``device_get``) only on every ``log_every``-th
@@ -79,8 +93,19 @@ def fit(state: TrainState, step: Callable[[TrainState, int], tuple[TrainState, d
                 if raise_on_nonfinite and record.get("loss_is_finite") is False:
                     _raise_nonfinite(checkpoints, i, record)
             ran += 1
-            _checkpoint_or_stop(checkpoints, state, i, steps, history, ran=ran, limit=stop_after,
-                                every=checkpoint_every, label=label, stop_error=stop_error, reason=stop_reason)
+            _checkpoint_or_stop(
+                checkpoints,
+                state,
+                i,
+                steps,
+                history,
+                ran=ran,
+                limit=stop_after,
+                every=checkpoint_every,
+                label=label,
+                stop_error=stop_error,
+                reason=stop_reason,
+            )
     finally:
         bar.close()
         if checkpoints is not None:
@@ -91,8 +116,9 @@ def fit(state: TrainState, step: Callable[[TrainState, int], tuple[TrainState, d
 def _host(record: dict) -> dict:
     """Device scalars of a record as Python floats / bools (one transfer); other values as they are."""
     fetched = jax.device_get(record)
-    return {k: (v.item() if isinstance(v, np.ndarray | np.generic) and np.ndim(v) == 0 else v)
-            for k, v in fetched.items()}
+    return {
+        k: (v.item() if isinstance(v, np.ndarray | np.generic) and np.ndim(v) == 0 else v) for k, v in fetched.items()
+    }
 
 
 def _raise_nonfinite(checkpoints, i, record):
@@ -101,9 +127,11 @@ def _raise_nonfinite(checkpoints, i, record):
         checkpoints.wait()
         last = max(checkpoints.ck.all_steps(), default=None)
     where = f"the last good checkpoint is state step {last}" if last is not None else "no checkpoint was saved"
-    raise NonFiniteLossError(f"non-finite loss at step {i} (loss={record.get('loss')}, grad_norm="
-                             f"{record.get('grad_norm')}); the update was not applied and training stopped; {where}. "
-                             f"Lower the learning rate, check the batch for NaN/inf inputs, or enable grad clipping.")
+    raise NonFiniteLossError(
+        f"non-finite loss at step {i} (loss={record.get('loss')}, grad_norm="
+        f"{record.get('grad_norm')}); the update was not applied and training stopped; {where}. "
+        f"Lower the learning rate, check the batch for NaN/inf inputs, or enable grad clipping."
+    )
 
 
 def _checkpoint_or_stop(checkpoints, state, i, steps, history, *, ran, limit, every, label, stop_error, reason):
@@ -118,7 +146,10 @@ def _checkpoint_or_stop(checkpoints, state, i, steps, history, *, ran, limit, ev
             where = f"checkpoint in {checkpoints.ck.directory}"
         barrier(f"{label} checkpoint {i + 1}")
         if preempted:
-            raise Preempted(f"{label} preempted (SIGTERM) at step {i + 1}/{steps}: {where}; the run is resumable: "
-                            f"rerun the same command")
-        raise stop_error(f"{label} stopped after {ran} step(s) at step {i + 1}/{steps} ({reason}); rerun to resume "
-                         f"from the {where}")
+            raise Preempted(
+                f"{label} preempted (SIGTERM) at step {i + 1}/{steps}: {where}; the run is resumable: "
+                f"rerun the same command"
+            )
+        raise stop_error(
+            f"{label} stopped after {ran} step(s) at step {i + 1}/{steps} ({reason}); rerun to resume from the {where}"
+        )

@@ -1,4 +1,5 @@
 """Per-token log-probs of the tokens of a sequence under a causal LM, in fp32, with sampling temperature."""
+
 from __future__ import annotations
 
 import jax
@@ -20,8 +21,9 @@ def target_logprobs(logits, targets, *, temperature: float = 1.0):
     return picked - jax.nn.logsumexp(logits, axis=-1)
 
 
-def sequence_logprobs(model, input_ids, attention_mask=None, *, temperature: float = 1.0,
-                      chunk_size: int | None = None):
+def sequence_logprobs(
+    model, input_ids, attention_mask=None, *, temperature: float = 1.0, chunk_size: int | None = None
+):
     """Token-aligned log-probs ``[B, T]``: entry t is log p(input_ids[t] | input_ids[<t]); entry 0 is 0.
 
     ``temperature`` must equal the sampler's so ratios against its log-probs are unbiased (DESIGN.md).
@@ -60,8 +62,16 @@ def _hidden_logprobs_and_entropy(model, hidden, targets, temperature):
     return lp, -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
 
 
-def shared_prefix_logprobs(model, prompt_ids, prompt_mask, completion_ids, *, temperature: float = 1.0,
-                           chunk_size: int | None = None, with_entropy: bool = False):
+def shared_prefix_logprobs(
+    model,
+    prompt_ids,
+    prompt_mask,
+    completion_ids,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int | None = None,
+    with_entropy: bool = False,
+):
     """Completion-aligned log-probs ``[P, G, Lc]`` (entry t: log p(completion[t] | prompt, completion[:t]))
     of G completions per prompt, each prompt computed once (``models.shared_prefix``); with
     ``with_entropy`` also the entropies of the distributions the tokens were drawn from (as
@@ -91,8 +101,9 @@ def _chunked(model, hidden, targets, temperature, chunk_size):
     return out.reshape(b, n * chunk_size)[:, :t]
 
 
-def summed_logprobs(model, input_ids, attention_mask, loss_mask, *, temperature: float = 1.0,
-                    chunk_size: int | None = None):
+def summed_logprobs(
+    model, input_ids, attention_mask, loss_mask, *, temperature: float = 1.0, chunk_size: int | None = None
+):
     """Sum over ``loss_mask`` tokens of the token log-probs -> ``[B]`` (DPO's completion log-likelihood)."""
     lp = sequence_logprobs(model, input_ids, attention_mask, temperature=temperature, chunk_size=chunk_size)
     return jnp.sum(lp * jnp.asarray(loss_mask, jnp.float32), axis=-1)

@@ -1,4 +1,5 @@
 """A small training loop: step, log, checkpoint, stop on a non-finite loss with the last good checkpoint intact."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -20,9 +21,18 @@ def _host(metrics) -> dict[str, float]:
     return {k: float(np.asarray(v)) for k, v in jax.device_get(metrics).items()}
 
 
-def train(state: TrainState, train_step: Callable, data_iter: Iterator, *, num_steps: int,
-          checkpointer: Checkpointer | None = None, save_every: int = 100, log_every: int = 10,
-          progress: bool = True, on_log: Callable[[int, dict], None] | None = None):
+def train(
+    state: TrainState,
+    train_step: Callable,
+    data_iter: Iterator,
+    *,
+    num_steps: int,
+    checkpointer: Checkpointer | None = None,
+    save_every: int = 100,
+    log_every: int = 10,
+    progress: bool = True,
+    on_log: Callable[[int, dict], None] | None = None,
+):
     """Run ``train_step`` until ``state.step == num_steps``; return ``(state, history)``.
 
     ``num_steps`` is the target step count, so a state restored at step k runs ``num_steps - k`` more steps.
@@ -36,8 +46,10 @@ def train(state: TrainState, train_step: Callable, data_iter: Iterator, *, num_s
         raise ValueError(f"save_every and log_every must be >= 1, got {save_every} and {log_every}.")
     start = int(state.step)
     if num_steps < start:
-        raise ValueError(f"num_steps={num_steps} is below the state's step {start}; num_steps is the target "
-                         f"step count, not the number of additional steps.")
+        raise ValueError(
+            f"num_steps={num_steps} is below the state's step {start}; num_steps is the target "
+            f"step count, not the number of additional steps."
+        )
     saveable_iter = data_iter if hasattr(data_iter, "get_state") else None
     history: list[dict] = []
     bar = tqdm(total=num_steps, initial=start, disable=not progress, desc="train", dynamic_ncols=True)
@@ -46,8 +58,10 @@ def train(state: TrainState, train_step: Callable, data_iter: Iterator, *, num_s
             try:
                 batch = next(data_iter)
             except StopIteration:
-                raise RuntimeError(f"the data iterator ran out before step {step} of {num_steps}; "
-                                   f"repeat the dataset (num_epochs=None) or lower num_steps.") from None
+                raise RuntimeError(
+                    f"the data iterator ran out before step {step} of {num_steps}; "
+                    f"repeat the dataset (num_epochs=None) or lower num_steps."
+                ) from None
             state, metrics = train_step(state, batch)
             if not bool(metrics["loss_is_finite"]):
                 last = None if checkpointer is None else (checkpointer.wait() or checkpointer.latest_step())
@@ -55,7 +69,8 @@ def train(state: TrainState, train_step: Callable, data_iter: Iterator, *, num_s
                 raise NonFiniteLossError(
                     f"non-finite loss at step {step} (loss={float(metrics['loss'])}, "
                     f"grad_norm={float(metrics['grad_norm'])}); the update was not applied and training stopped; "
-                    f"{where}. Lower the learning rate, check the batch for NaN/inf inputs, or enable grad clipping.")
+                    f"{where}. Lower the learning rate, check the batch for NaN/inf inputs, or enable grad clipping."
+                )
             if step % log_every == 0 or step == num_steps:
                 row = {"step": step, **_host(metrics)}
                 history.append(row)

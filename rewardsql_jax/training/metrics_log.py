@@ -5,6 +5,7 @@
 Only numeric scalars are written (nested dicts flatten to ``a/b`` tags; strings, bools, lists are skipped),
 so the JSONL log stays the complete record and TensorBoard the plottable part of it.
 """
+
 from __future__ import annotations
 
 import numbers

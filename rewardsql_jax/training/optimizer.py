@@ -1,4 +1,5 @@
 """AdamW with global-norm gradient clipping and a learning-rate schedule, from one frozen config."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -86,8 +87,7 @@ def make_optimizer(cfg: OptimizerConfig) -> optax.GradientTransformation:
     static structure and reuses the compiled train step.
     """
     mask = None if cfg.decay_bias_and_norm else _decay_mask
-    adamw = optax.adamw(make_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
-                        weight_decay=cfg.weight_decay, mask=mask)
+    adamw = optax.adamw(make_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, mask=mask)
     if cfg.max_grad_norm is None:
         return adamw
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), adamw)

@@ -8,6 +8,7 @@ stops at the same step even when only one got the signal. The loop then writes i
 same command resumes from that checkpoint to the result an uninterrupted run reaches. Outside the RL loops a
 SIGTERM ends the process as usual (finished stages are kept; the unfinished one starts over).
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,5 @@
 """Shardings of a whole TrainState and of batches, from the models' one logical-axis rules table."""
+
 from __future__ import annotations
 
 import jax

@@ -1,4 +1,5 @@
 """Train state as one pytree: static graph + optimizer, params, optax state, step, RNG, frozen reference params."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -38,8 +39,14 @@ class TrainState:
         return nnx.merge(self.graphdef, jax.lax.stop_gradient(self.ref_params))
 
 
-def create_train_state(model: nnx.Module, tx: optax.GradientTransformation, *, seed: int = 0,
-                       with_reference: bool = False, ref_model: nnx.Module | None = None) -> TrainState:
+def create_train_state(
+    model: nnx.Module,
+    tx: optax.GradientTransformation,
+    *,
+    seed: int = 0,
+    with_reference: bool = False,
+    ref_model: nnx.Module | None = None,
+) -> TrainState:
     """Split ``model`` into graph + params and initialise the optimizer state.
 
     ``with_reference=True`` keeps a copy of the initial weights as the frozen reference (the usual GRPO / DPO
@@ -55,6 +62,12 @@ def create_train_state(model: nnx.Module, tx: optax.GradientTransformation, *, s
             raise ValueError("ref_model must have the same architecture (parameter tree) as model.")
     elif with_reference:
         ref_params = jax.tree.map(jnp.copy, params)
-    return TrainState(graphdef=graphdef, tx=tx, params=params, opt_state=tx.init(params),
-                      step=jnp.zeros((), jnp.int32), rng=jax.random.key_data(jax.random.key(seed)),
-                      ref_params=ref_params)
+    return TrainState(
+        graphdef=graphdef,
+        tx=tx,
+        params=params,
+        opt_state=tx.init(params),
+        step=jnp.zeros((), jnp.int32),
+        rng=jax.random.key_data(jax.random.key(seed)),
+        ref_params=ref_params,
+    )

@@ -7,6 +7,7 @@ divides the summed numerators and gradients by the summed denominators, so accum
 micro-batches gives the full-batch gradient (up to fp32 summation order). A non-finite loss or gradient
 leaves params, optimizer state and step unchanged and reports ``loss_is_finite = False``.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -42,14 +43,25 @@ def with_compute_dtype(graphdef, params, compute_dtype):
 
 def _split_micro(batch, m: int, mesh):
     """[B, ...] -> [M, B/M, ...] taking rows m, m+M, ... so each device's rows spread over every micro-batch."""
+
     def one(x):
         y = x.reshape(x.shape[0] // m, m, *x.shape[1:]).swapaxes(0, 1)
         return y if mesh is None else jax.lax.with_sharding_constraint(y, micro_batch_sharding(mesh))
+
     return jax.tree.map(one, batch)
 
 
-def loss_and_grads(params, ref_params, graphdef, batch, *, loss_name: str, loss_options: dict | None = None,
-                   micro_batches: int = 1, mesh=None):
+def loss_and_grads(
+    params,
+    ref_params,
+    graphdef,
+    batch,
+    *,
+    loss_name: str,
+    loss_options: dict | None = None,
+    micro_batches: int = 1,
+    mesh=None,
+):
     """Full-batch loss, its gradient w.r.t. ``params`` and the metrics, accumulated over micro-batches.
 
     Returns ``(loss, grads, metrics)``; metrics of the loss function are averaged over micro-batches,
@@ -71,14 +83,16 @@ def loss_and_grads(params, ref_params, graphdef, batch, *, loss_name: str, loss_
     if micro_batches == 1:
         (total, (count, metrics)), grads = grad_fn(params, batch)
     else:
+
         def body(carry, mb):
             g_acc, t_acc, c_acc = carry
             (t, (c, mets)), g = grad_fn(params, mb)
             return (jax.tree.map(jnp.add, g_acc, g), t_acc + t, c_acc + c), mets
 
         zeros = jax.tree.map(jnp.zeros_like, params)
-        (grads, total, count), stacked = jax.lax.scan(body, (zeros, jnp.float32(0), jnp.float32(0)),
-                                                      _split_micro(batch, micro_batches, mesh))
+        (grads, total, count), stacked = jax.lax.scan(
+            body, (zeros, jnp.float32(0), jnp.float32(0)), _split_micro(batch, micro_batches, mesh)
+        )
         metrics = jax.tree.map(lambda x: jnp.mean(x, axis=0), stacked)
     denom = jnp.maximum(count, 1.0)
     grads = jax.tree.map(lambda g: g / denom, grads)
@@ -87,8 +101,16 @@ def loss_and_grads(params, ref_params, graphdef, batch, *, loss_name: str, loss_
 
 
 def _apply(state: TrainState, graphdef, batch, loss_name, options, micro_batches, mesh):
-    loss, grads, metrics = loss_and_grads(state.params, state.ref_params, graphdef, batch, loss_name=loss_name,
-                                          loss_options=options, micro_batches=micro_batches, mesh=mesh)
+    loss, grads, metrics = loss_and_grads(
+        state.params,
+        state.ref_params,
+        graphdef,
+        batch,
+        loss_name=loss_name,
+        loss_options=options,
+        micro_batches=micro_batches,
+        mesh=mesh,
+    )
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
@@ -98,10 +120,12 @@ def _apply(state: TrainState, graphdef, batch, loss_name, options, micro_batches
         return jnp.where(finite, new, old)
 
     rng, _ = jax.random.split(jax.random.wrap_key_data(state.rng))
-    new_state = state.replace(params=jax.tree.map(keep, params, state.params),
-                              opt_state=jax.tree.map(keep, opt_state, state.opt_state),
-                              step=state.step + finite.astype(state.step.dtype),
-                              rng=keep(jax.random.key_data(rng), state.rng))
+    new_state = state.replace(
+        params=jax.tree.map(keep, params, state.params),
+        opt_state=jax.tree.map(keep, opt_state, state.opt_state),
+        step=state.step + finite.astype(state.step.dtype),
+        rng=keep(jax.random.key_data(rng), state.rng),
+    )
     metrics = {**metrics, "loss": loss, "grad_norm": grad_norm, "loss_is_finite": finite}
     return new_state, metrics
 
@@ -113,8 +137,9 @@ class TrainStep:
     ("data", "fsdp"). Call ``.validate(batch)`` to check a batch without running it.
     """
 
-    def __init__(self, graphdef, loss_name: str, options: dict, adapter: LossAdapter, *, mesh, micro_batches,
-                 compute_dtype):
+    def __init__(
+        self, graphdef, loss_name: str, options: dict, adapter: LossAdapter, *, mesh, micro_batches, compute_dtype
+    ):
         self.graphdef, self.loss_name, self.options = graphdef, loss_name, options
         self.adapter, self.mesh, self.micro_batches, self.compute_dtype = adapter, mesh, micro_batches, compute_dtype
         self._jitted, self._treedef = None, None
@@ -124,18 +149,24 @@ class TrainStep:
         want = self.adapter.batch_type
         if not isinstance(batch, want):
             names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
-            raise ValueError(f"loss {self.loss_name!r} trains on {names}, got {type(batch).__name__}; "
-                             f"build a {names} (rewardsql_jax.training.batch).")
+            raise ValueError(
+                f"loss {self.loss_name!r} trains on {names}, got {type(batch).__name__}; "
+                f"build a {names} (rewardsql_jax.training.batch)."
+            )
         batch.validate()
         b = batch.batch_size
         if b % self.micro_batches:
-            raise ValueError(f"batch size {b} is not divisible by micro_batches={self.micro_batches}; "
-                             f"make the batch a multiple of it.")
+            raise ValueError(
+                f"batch size {b} is not divisible by micro_batches={self.micro_batches}; "
+                f"make the batch a multiple of it."
+            )
         if self.mesh is not None:
             shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
             if (b // self.micro_batches) % shards:
-                raise ValueError(f"micro-batch size {b // self.micro_batches} must be divisible by the "
-                                 f"data x fsdp mesh size {shards}; grow the batch or change micro_batches.")
+                raise ValueError(
+                    f"micro-batch size {b // self.micro_batches} must be divisible by the "
+                    f"data x fsdp mesh size {shards}; grow the batch or change micro_batches."
+                )
 
     def _build(self, state, batch):
         graphdef = with_compute_dtype(self.graphdef, state.params, self.compute_dtype)
@@ -147,8 +178,12 @@ class TrainStep:
             return jax.jit(fn, donate_argnums=0)
         state_sh = state_shardings(state, self.mesh)
         replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
-        return jax.jit(fn, donate_argnums=0, in_shardings=(state_sh, batch_shardings(batch, self.mesh)),
-                       out_shardings=(state_sh, replicated))
+        return jax.jit(
+            fn,
+            donate_argnums=0,
+            in_shardings=(state_sh, batch_shardings(batch, self.mesh)),
+            out_shardings=(state_sh, replicated),
+        )
 
     def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict[str, Any]]:
         self.validate(batch)
@@ -171,8 +206,15 @@ def _check_options(name: str, options: dict) -> None:
         raise ValueError(f"loss {name!r} does not take option(s) {unknown}; it accepts {sorted(accepted)}.")
 
 
-def make_train_step(model_graphdef, loss_fn_name: str, loss_options: dict | None = None, *, mesh=None,
-                    micro_batches: int = 1, compute_dtype=None) -> TrainStep:
+def make_train_step(
+    model_graphdef,
+    loss_fn_name: str,
+    loss_options: dict | None = None,
+    *,
+    mesh=None,
+    micro_batches: int = 1,
+    compute_dtype=None,
+) -> TrainStep:
     """Build the train step for the loss registered as ``loss_fn_name`` with keyword ``loss_options``.
 
     ``micro_batches`` splits each batch for exact gradient accumulation; ``compute_dtype`` ("bfloat16")
@@ -185,5 +227,12 @@ def make_train_step(model_graphdef, loss_fn_name: str, loss_options: dict | None
         raise ValueError(f"micro_batches must be a positive integer, got {micro_batches!r}.")
     if compute_dtype is not None:
         resolve_dtype(compute_dtype)
-    return TrainStep(model_graphdef, loss_fn_name, dict(loss_options or {}), adapter, mesh=mesh,
-                     micro_batches=int(micro_batches), compute_dtype=compute_dtype)
+    return TrainStep(
+        model_graphdef,
+        loss_fn_name,
+        dict(loss_options or {}),
+        adapter,
+        mesh=mesh,
+        micro_batches=int(micro_batches),
+        compute_dtype=compute_dtype,
+    )

@@ -11,6 +11,7 @@ Every step of the RL loops draws its questions and sampling seed from ``(seed, s
 supervised loops their batch from ``(seed, step)``, so a resumed run repeats the uninterrupted run step for
 step and reaches the same parameters (tests/stages/test_rl.py, tests/training/test_fit.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -63,17 +64,23 @@ class StepCheckpoints:
                 restored = self._restore(step, like)
             except (ValueError, TypeError, KeyError, OSError) as e:
                 first_error = first_error or e
-                log(f"[{self.name}] checkpoint {step} in {self.ck.directory} cannot be read ({type(e).__name__}: "
-                    f"{str(e)[:200]}); trying the previous one")
+                log(
+                    f"[{self.name}] checkpoint {step} in {self.ck.directory} cannot be read ({type(e).__name__}: "
+                    f"{str(e)[:200]}); trying the previous one"
+                )
                 continue
             if step != steps[0]:
-                log(f"[{self.name}] resuming from checkpoint {step}: the newer one(s) {[s for s in steps if s > step]} are "
-                    f"damaged (left in {self.ck.directory})")
+                log(
+                    f"[{self.name}] resuming from checkpoint {step}: the newer one(s) {[s for s in steps if s > step]} are "
+                    f"damaged (left in {self.ck.directory})"
+                )
             return restored
-        raise ValueError(f"no {self.name} checkpoint in {self.ck.directory} can be restored: it does not fit this "
-                         f"model/optimizer (a different config?) or its files are damaged: {first_error}. Delete "
-                         f"{self.ck.directory} and "
-                         f"{self.meta_dir} to start the {self.name} stage over") from first_error
+        raise ValueError(
+            f"no {self.name} checkpoint in {self.ck.directory} can be restored: it does not fit this "
+            f"model/optimizer (a different config?) or its files are damaged: {first_error}. Delete "
+            f"{self.ck.directory} and "
+            f"{self.meta_dir} to start the {self.name} stage over"
+        ) from first_error
 
     def _restore(self, step: int, like: TrainState) -> tuple[TrainState, int, list]:
         meta_path = self.meta_dir / f"{step}.json"

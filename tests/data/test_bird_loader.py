@@ -12,9 +12,19 @@ from rewardsql_jax.data import MissingDatabaseError, load_bird, read_bird_descri
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 BIRD_DEV = DATA / "bird" / "dev"
 real = pytest.mark.skipif(not BIRD_DEV.is_dir(), reason=f"real BIRD dev data not found at {BIRD_DEV}")
-BIRD_DBS = ("california_schools", "card_games", "codebase_community", "debit_card_specializing",
-            "european_football_2", "financial", "formula_1", "student_club", "superhero",
-            "thrombosis_prediction", "toxicology")
+BIRD_DBS = (
+    "california_schools",
+    "card_games",
+    "codebase_community",
+    "debit_card_specializing",
+    "european_football_2",
+    "financial",
+    "formula_1",
+    "student_club",
+    "superhero",
+    "thrombosis_prediction",
+    "toxicology",
+)
 
 
 @real
@@ -35,8 +45,11 @@ def test_dev_missing_databases_are_reported():
     b = load_bird(BIRD_DEV)
     assert len(b) == 0 and b.n_skipped == 1534 and b.missing_dbs == BIRD_DBS
     assert "missing databases (11)" in b.summary() and "1534 questions skipped" in b.summary()
-    with pytest.raises(MissingDatabaseError, match=r"'california_schools' is missing: expected .*"
-                                                   r"dev_databases/california_schools/california_schools\.sqlite"):
+    with pytest.raises(
+        MissingDatabaseError,
+        match=r"'california_schools' is missing: expected .*"
+        r"dev_databases/california_schools/california_schools\.sqlite",
+    ):
         load_bird(BIRD_DEV, on_missing="raise")
     tox = load_bird(BIRD_DEV, require_db=False, db_ids=["toxicology"])
     assert len(tox) == 145 and tox.db_ids == ("toxicology",)  # per-DB count from the data README
@@ -49,8 +62,10 @@ def test_descriptions_from_csvs_including_cp1252_files():
     assert tox[("molecule", "label")] == "whether this molecule is carcinogenic or not"
     assert len(tox) == 11
     with_values = read_bird_descriptions(BIRD_DEV / "dev_databases" / "toxicology", with_values=True)
-    assert with_values[("atom", "molecule_id")] == ("identifying the molecule to which the atom belongs; "
-                                                    "commonsense evidence: TRXXX_i represents ith atom of molecule TRXXX")
+    assert with_values[("atom", "molecule_id")] == (
+        "identifying the molecule to which the atom belongs; "
+        "commonsense evidence: TRXXX_i represents ith atom of molecule TRXXX"
+    )
     football = read_bird_descriptions(BIRD_DEV / "dev_databases" / "european_football_2")
     assert len(football) > 50 and all(isinstance(v, str) and v for v in football.values())
     assert read_bird_descriptions(BIRD_DEV / "dev_databases" / "no_such_db") == {}
@@ -63,9 +78,15 @@ def test_small_bird_layout_with_database(tmp_path):
     conn.execute("CREATE TABLE item (id INTEGER PRIMARY KEY, price REAL)")
     conn.commit()
     conn.close()
-    rows = [{"db_id": "shop", "question": "Cheapest item?", "evidence": "cheapest refers to MIN(price)",
-             "SQL": "SELECT id FROM item ORDER BY price LIMIT 1"},
-            {"db_id": "gone", "question": "Q?", "evidence": "", "SQL": "SELECT 1"}]
+    rows = [
+        {
+            "db_id": "shop",
+            "question": "Cheapest item?",
+            "evidence": "cheapest refers to MIN(price)",
+            "SQL": "SELECT id FROM item ORDER BY price LIMIT 1",
+        },
+        {"db_id": "gone", "question": "Q?", "evidence": "", "SQL": "SELECT 1"},
+    ]
     (tmp_path / "train.json").write_text(json.dumps(rows))
     b = load_bird(tmp_path, split="train")
     assert len(b) == 1 and b.missing_dbs == ("gone",) and b.n_skipped == 1

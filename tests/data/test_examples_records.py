@@ -6,8 +6,15 @@ from rewardsql_jax.data import Benchmark, Example
 
 
 def _ex(i, db="db1", diff="easy"):
-    return Example(question_id=i, db_id=db, question="q?", evidence="", gold_sql="SELECT 1", difficulty=diff,
-                   db_path=f"/x/{db}/{db}.sqlite")
+    return Example(
+        question_id=i,
+        db_id=db,
+        question="q?",
+        evidence="",
+        gold_sql="SELECT 1",
+        difficulty=diff,
+        db_path=f"/x/{db}/{db}.sqlite",
+    )
 
 
 def test_example_rejects_empty_fields_and_bad_types():
@@ -26,8 +33,9 @@ def test_example_is_frozen():
 
 
 def test_benchmark_counts_and_summary():
-    b = Benchmark("toy", (_ex(0), _ex(1, "db2", "hard"), _ex(2, "db1", "hard")), "/x", missing_dbs=("db9",),
-                  n_skipped=4)
+    b = Benchmark(
+        "toy", (_ex(0), _ex(1, "db2", "hard"), _ex(2, "db1", "hard")), "/x", missing_dbs=("db9",), n_skipped=4
+    )
     assert len(b) == 3
     assert b.db_ids == ("db1", "db2")
     assert b.difficulty_counts() == {"easy": 1, "hard": 2}

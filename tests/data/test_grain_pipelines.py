@@ -1,4 +1,5 @@
 """Grain pipelines: determinism, host sharding, resume from iterator state, bucketing, collation."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,13 @@ from rewardsql_jax.data.grain_pipelines import (
 
 def _records(n=96, seed=0):
     rng = np.random.default_rng(seed)
-    return [{"prompt_ids": rng.integers(1, 100, rng.integers(3, 30)).tolist(),
-             "target_ids": rng.integers(1, 100, rng.integers(1, 60)).tolist()} for _ in range(n)]
+    return [
+        {
+            "prompt_ids": rng.integers(1, 100, rng.integers(3, 30)).tolist(),
+            "target_ids": rng.integers(1, 100, rng.integers(1, 60)).tolist(),
+        }
+        for _ in range(n)
+    ]
 
 
 def _take(ds, n=None):
@@ -30,18 +36,22 @@ def test_same_seed_same_batches_other_seed_other_order():
     b = _take(sft_dataset(recs, PipelineConfig(batch_size=4, seed=3)))
     c = _take(sft_dataset(recs, PipelineConfig(batch_size=4, seed=4)))
     assert all(np.array_equal(x.input_ids, y.input_ids) for x, y in zip(a, b))
-    assert not all(x.input_ids.shape == y.input_ids.shape and np.array_equal(x.input_ids, y.input_ids)
-                   for x, y in zip(a, c))
+    assert not all(
+        x.input_ids.shape == y.input_ids.shape and np.array_equal(x.input_ids, y.input_ids) for x, y in zip(a, c)
+    )
 
 
 def test_sft_collation_masks_exactly_the_target_tokens():
     recs = _records(8)
     batch = sft_dataset(recs, PipelineConfig(batch_size=8, shuffle=False, buckets=(16, 32, 64, 128)))[0]
-    assert batch.input_ids.shape[1] == 128 if max(len(r["prompt_ids"]) + len(r["target_ids"]) for r in recs) > 64 \
+    assert (
+        batch.input_ids.shape[1] == 128
+        if max(len(r["prompt_ids"]) + len(r["target_ids"]) for r in recs) > 64
         else batch.input_ids.shape[1] in (16, 32, 64)
+    )
     for i, r in enumerate(recs):
         p, t = len(r["prompt_ids"]), len(r["target_ids"])
-        assert batch.input_ids[i, :p + t].tolist() == r["prompt_ids"] + r["target_ids"]
+        assert batch.input_ids[i, : p + t].tolist() == r["prompt_ids"] + r["target_ids"]
         assert batch.loss_mask[i].tolist() == [0.0] * p + [1.0] * t + [0.0] * (batch.loss_mask.shape[1] - p - t)
         assert batch.attention_mask[i].sum() == p + t
     batch.validate()
@@ -88,16 +98,20 @@ def test_bucketing_and_length_grouping_cut_padding():
     longest = max(len(r["prompt_ids"]) + len(r["target_ids"]) for r in recs)
     fixed = padding_fraction(_take(sft_dataset(recs, PipelineConfig(batch_size=8, buckets=(longest,)))))
     bucketed = padding_fraction(_take(sft_dataset(recs, PipelineConfig(batch_size=8, buckets=(16, 32, 48, 64, 96)))))
-    grouped = padding_fraction(_take(sft_dataset(recs, PipelineConfig(batch_size=8, buckets=(16, 32, 48, 64, 96),
-                                                                        group_by_length=8))))
+    grouped = padding_fraction(
+        _take(sft_dataset(recs, PipelineConfig(batch_size=8, buckets=(16, 32, 48, 64, 96), group_by_length=8)))
+    )
     # floor: every record alone in its own smallest bucket (what bucketing cannot beat)
     lengths = np.array([len(r["prompt_ids"]) + len(r["target_ids"]) for r in recs])
     slots = np.array([next(b for b in (16, 32, 48, 64, 96) if b >= n) for n in lengths])
     floor = 1.0 - lengths.sum() / slots.sum()
-    print(f"padding fraction: pad-to-max {fixed:.3f}, buckets {bucketed:.3f}, buckets+grouping {grouped:.3f}, "
-          f"floor {floor:.3f}")
-    whole = padding_fraction(_take(sft_dataset(recs, PipelineConfig(batch_size=8, buckets=(16, 32, 48, 64, 96),
-                                                                      group_by_length=32))))
+    print(
+        f"padding fraction: pad-to-max {fixed:.3f}, buckets {bucketed:.3f}, buckets+grouping {grouped:.3f}, "
+        f"floor {floor:.3f}"
+    )
+    whole = padding_fraction(
+        _take(sft_dataset(recs, PipelineConfig(batch_size=8, buckets=(16, 32, 48, 64, 96), group_by_length=32)))
+    )
     print(f"  whole-epoch grouping {whole:.3f}")
     assert floor <= whole <= grouped < bucketed < fixed
     assert grouped < 0.6 * bucketed  # measured 0.242 vs 0.476
@@ -114,14 +128,25 @@ def test_overlong_records_are_dropped_and_counted():
 
 def test_preference_prm_and_prompt_batches():
     rng = np.random.default_rng(0)
-    pref = [{"prompt_ids": [1, 2, 3], "chosen_ids": rng.integers(4, 50, 5).tolist(),
-             "rejected_ids": rng.integers(4, 50, 9).tolist()} for _ in range(4)]
+    pref = [
+        {
+            "prompt_ids": [1, 2, 3],
+            "chosen_ids": rng.integers(4, 50, 5).tolist(),
+            "rejected_ids": rng.integers(4, 50, 9).tolist(),
+        }
+        for _ in range(4)
+    ]
     pb = preference_dataset(pref, PipelineConfig(batch_size=4, shuffle=False, buckets=(8, 16)))[0].validate()
     assert pb.chosen_input_ids.shape == pb.rejected_input_ids.shape == (4, 16)
-    assert pb.chosen_loss_mask.sum(axis=1).tolist() == [5.0] * 4 and pb.rejected_loss_mask.sum(axis=1).tolist() == [9.0] * 4
+    assert (
+        pb.chosen_loss_mask.sum(axis=1).tolist() == [5.0] * 4
+        and pb.rejected_loss_mask.sum(axis=1).tolist() == [9.0] * 4
+    )
 
-    prm = [{"input_ids": list(range(1, 21)), "tag_positions": [5, 11, 19][: k + 1], "labels": [1, 0, 1][: k + 1]}
-           for k in range(3)] + [{"input_ids": [1] * 10, "tag_positions": [9], "labels": [0]}]
+    prm = [
+        {"input_ids": list(range(1, 21)), "tag_positions": [5, 11, 19][: k + 1], "labels": [1, 0, 1][: k + 1]}
+        for k in range(3)
+    ] + [{"input_ids": [1] * 10, "tag_positions": [9], "labels": [0]}]
     b = prm_dataset(prm, PipelineConfig(batch_size=4, shuffle=False, buckets=(16, 32)))[0].validate()
     assert b.tag_positions.shape == (4, 4) and b.input_ids.shape == (4, 32)
     assert b.step_mask.sum(axis=1).tolist() == [1.0, 2.0, 3.0, 1.0]

@@ -12,6 +12,7 @@ from tiny_db import TINY_DESCRIPTIONS, TINY_GOLDEN, make_tiny_db
 
 SPIDER = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "spider"
 
+
 def test_golden_tiny_db(tmp_path):
     # One example for DATE columns and when a value exceeds 20 chars; none for e-mails;
     # NULL and '' never shown; description between type and the rest (XiYan's order).
@@ -23,8 +24,12 @@ def test_options_and_cache_invalidation(tmp_path):
     path = make_tiny_db(tmp_path)
     text = m_schema(path, options=MSchemaOptions(example_num=0))
     assert "Examples" not in text and "(id:INTEGER, Primary Key)" in text
-    assert m_schema(path, options=MSchemaOptions(long_example_len=50)).count(
-        "Examples: [Strong defender, Captain since 2019, known for long passes]") == 1
+    assert (
+        m_schema(path, options=MSchemaOptions(long_example_len=50)).count(
+            "Examples: [Strong defender, Captain since 2019, known for long passes]"
+        )
+        == 1
+    )
     before = read_db_schema(path)
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE coach (coach_id INTEGER PRIMARY KEY)")
@@ -44,7 +49,9 @@ def test_readonly_and_missing_file(tmp_path):
         m_schema(tmp_path / "none.sqlite")
 
 
-@pytest.mark.skipif(not (SPIDER / "database" / "concert_singer").is_dir(), reason=f"real Spider data not found at {SPIDER}")
+@pytest.mark.skipif(
+    not (SPIDER / "database" / "concert_singer").is_dir(), reason=f"real Spider data not found at {SPIDER}"
+)
 def test_real_spider_db_matches_its_ddl():
     path = SPIDER / "database" / "concert_singer" / "concert_singer.sqlite"
     text = m_schema(path, tables_entry=load_spider_tables(SPIDER)["concert_singer"])
@@ -53,7 +60,7 @@ def test_real_spider_db_matches_its_ddl():
     conn = sqlite3.connect(path)
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     assert tables == ["stadium", "singer", "concert", "singer_in_concert"]
-    assert [line[len("# Table: "):] for line in lines if line.startswith("# Table: ")] == tables
+    assert [line[len("# Table: ") :] for line in lines if line.startswith("# Table: ")] == tables
     field_lines = [line for line in lines if line.startswith("(")]
     expected_fields = []
     for t in tables:
@@ -64,9 +71,12 @@ def test_real_spider_db_matches_its_ddl():
         assert line.startswith(f"({name}:{decl}")
         assert (", Primary Key" in line) == pk
         assert line.rstrip(",").endswith(")")
-    fk_lines = lines[lines.index("【Foreign keys】") + 1:]
-    assert set(fk_lines) == {"concert.Stadium_ID=stadium.Stadium_ID", "singer_in_concert.concert_ID=concert.concert_ID",
-                             "singer_in_concert.Singer_ID=singer.Singer_ID"}
+    fk_lines = lines[lines.index("【Foreign keys】") + 1 :]
+    assert set(fk_lines) == {
+        "concert.Stadium_ID=stadium.Stadium_ID",
+        "singer_in_concert.concert_ID=concert.concert_ID",
+        "singer_in_concert.Singer_ID=singer.Singer_ID",
+    }
     assert "(Country:TEXT, Examples: [Netherlands, United States, France])" in field_lines[9]
 
 
@@ -75,6 +85,9 @@ def test_every_spider_db_renders():
     tables = load_spider_tables(SPIDER)
     for db in sorted(p for p in (SPIDER / "database").iterdir() if (p / f"{p.name}.sqlite").is_file()):
         text = m_schema(db / f"{db.name}.sqlite", tables_entry=tables[db.name])
-        n_tables = sqlite3.connect(db / f"{db.name}.sqlite").execute(
-            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'").fetchone()[0]
+        n_tables = (
+            sqlite3.connect(db / f"{db.name}.sqlite")
+            .execute("SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")
+            .fetchone()[0]
+        )
         assert text.count("\n# Table: ") == n_tables, db.name

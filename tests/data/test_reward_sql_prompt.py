@@ -6,12 +6,14 @@ from rewardsql_jax.data import m_schema, plain_prompt, reward_sql_prompt
 
 from tiny_db import TINY_DESCRIPTIONS, TINY_GOLDEN, make_tiny_db
 
-GOLDEN = ("You are now a sqlite data analyst, and you are given a database schema as follows:\n\n【Schema】\n"
-          + TINY_GOLDEN
-          + "\n\n【Question】\nHow many players does the Lions team have? Lions refers to name = 'Lions'\n\n"
-          "【Evidence】\nLions refers to name = 'Lions'\n\n"
-          "Please read and understand the database schema carefully, and generate an executable SQL based on the "
-          "user's question and evidence.\n")
+GOLDEN = (
+    "You are now a sqlite data analyst, and you are given a database schema as follows:\n\n【Schema】\n"
+    + TINY_GOLDEN
+    + "\n\n【Question】\nHow many players does the Lions team have? Lions refers to name = 'Lions'\n\n"
+    "【Evidence】\nLions refers to name = 'Lions'\n\n"
+    "Please read and understand the database schema carefully, and generate an executable SQL based on the "
+    "user's question and evidence.\n"
+)
 
 
 def test_reward_sql_prompt_golden(tmp_path):

@@ -40,16 +40,22 @@ def test_decision_rule_boundaries():
     assert hardness_from_counts(4, 0, 0) == "extra"
 
 
-@pytest.mark.parametrize("sql, level", [
-    ("SELECT count(*) FROM singer", "easy"),
-    ("SELECT name FROM singer WHERE age > 20", "easy"),
-    ("SELECT name, age FROM singer WHERE age > 20", "medium"),
-    ("SELECT T2.name, count(*) FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.stadium_id "
-     "GROUP BY T1.stadium_id", "medium"),
-    ("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)", "hard"),
-    ("SELECT name FROM a INTERSECT SELECT name FROM b", "hard"),
-    ("SELECT name FROM a WHERE x = 1 OR y LIKE '%z%' ORDER BY name LIMIT 3", "extra"),
-])
+@pytest.mark.parametrize(
+    "sql, level",
+    [
+        ("SELECT count(*) FROM singer", "easy"),
+        ("SELECT name FROM singer WHERE age > 20", "easy"),
+        ("SELECT name, age FROM singer WHERE age > 20", "medium"),
+        (
+            "SELECT T2.name, count(*) FROM concert AS T1 JOIN stadium AS T2 ON T1.stadium_id = T2.stadium_id "
+            "GROUP BY T1.stadium_id",
+            "medium",
+        ),
+        ("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)", "hard"),
+        ("SELECT name FROM a INTERSECT SELECT name FROM b", "hard"),
+        ("SELECT name FROM a WHERE x = 1 OR y LIKE '%z%' ORDER BY name LIMIT 3", "extra"),
+    ],
+)
 def test_approximation_on_hand_cases(sql, level):
     assert approx_spider_hardness(sql) == level
 

@@ -41,8 +41,10 @@ def test_missing_db_raises_with_name_and_path():
 def test_limit_and_db_filter():
     b = load_spider(SPIDER, db_ids=["pets_1"], limit=5)
     assert len(b) == 5 and b.db_ids == ("pets_1",)
-    assert load_spider(SPIDER, db_ids="pets_1").difficulty_counts() == \
-        load_spider(SPIDER, db_ids=["pets_1"]).difficulty_counts()
+    assert (
+        load_spider(SPIDER, db_ids="pets_1").difficulty_counts()
+        == load_spider(SPIDER, db_ids=["pets_1"]).difficulty_counts()
+    )
     assert len(load_spider(SPIDER, limit=0)) == 0
 
 

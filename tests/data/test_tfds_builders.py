@@ -52,10 +52,17 @@ def test_spider_dev_records_are_the_loader_examples_in_file_order(spider_dev):
     assert [to_example(spider_dev[i]) for i in range(len(spider_dev))] == list(bench.examples)
     first = decode_record(spider_dev[0])
     db = SPIDER / "database" / "concert_singer" / "concert_singer.sqlite"
-    assert {k: first[k] for k in ("question_id", "db_id", "question", "evidence", "gold_sql", "difficulty",
-                                  "db_path")} == {
-        "question_id": 0, "db_id": "concert_singer", "question": "How many singers do we have?", "evidence": "",
-        "gold_sql": "SELECT count(*) FROM singer", "difficulty": "easy", "db_path": str(db)}
+    assert {
+        k: first[k] for k in ("question_id", "db_id", "question", "evidence", "gold_sql", "difficulty", "db_path")
+    } == {
+        "question_id": 0,
+        "db_id": "concert_singer",
+        "question": "How many singers do we have?",
+        "evidence": "",
+        "gold_sql": "SELECT count(*) FROM singer",
+        "difficulty": "easy",
+        "db_path": str(db),
+    }
     assert first["schema"] == m_schema(db, db_id="concert_singer")
     assert first["schema"].startswith("【DB_ID】 concert_singer\n# Table: stadium\n[\n(Stadium_ID:INT, Primary Key")
     assert first["prompt"] == reward_sql_prompt(first["schema"], "How many singers do we have?")
@@ -72,8 +79,10 @@ def test_grain_pipelines_over_the_source_yield_the_loader_records(spider_dev):
     for i in (0, 100, len(ds) - 1):
         assert ds[i] == decode_record(spider_dev[i]) and to_example(ds[i]) == bench.examples[i]
 
-    tok, cfg = _ByteTokenizer(), PipelineConfig(batch_size=8, seed=3, buckets=(4096, 8192), shard_index=0,
-                                                shard_count=1)
+    tok, cfg = (
+        _ByteTokenizer(),
+        PipelineConfig(batch_size=8, seed=3, buckets=(4096, 8192), shard_index=0, shard_count=1),
+    )
     prompts = [_prompt_of(ex) for ex in bench.examples]
     got = tfds_prompt_dataset(spider_dev, tok, cfg)
     want = prompt_dataset([{"prompt_ids": tok.encode(p)} for p in prompts], cfg)
@@ -91,8 +100,9 @@ def _bird_split(folder: Path, split: str, rows: list[dict]) -> None:
     db_dir = folder / f"{split}_databases" / "shop"
     (db_dir / "database_description").mkdir(parents=True)
     conn = sqlite3.connect(db_dir / "shop.sqlite")
-    conn.executescript("CREATE TABLE item (id INTEGER PRIMARY KEY, price REAL);"
-                       "INSERT INTO item VALUES (1, 3.5), (2, 9.0);")
+    conn.executescript(
+        "CREATE TABLE item (id INTEGER PRIMARY KEY, price REAL);INSERT INTO item VALUES (1, 3.5), (2, 9.0);"
+    )
     conn.commit()
     conn.close()
     with open(db_dir / "database_description" / "item.csv", "w", newline="") as f:
@@ -106,16 +116,42 @@ def _bird_split(folder: Path, split: str, rows: list[dict]) -> None:
 def bird_dir(tmp_path_factory):
     """dev.json + dev_databases/ at the top, train.json + train_databases/ under train/ (both layouts)."""
     root = tmp_path_factory.mktemp("bird_manual")
-    _bird_split(root, "dev", [
-        {"question_id": 7, "db_id": "shop", "question": "Cheapest item?", "evidence": "cheapest refers to MIN(price)",
-         "SQL": "SELECT id FROM item ORDER BY price LIMIT 1", "difficulty": "simple"},
-        {"question_id": 8, "db_id": "gone", "question": "Q?", "evidence": "", "SQL": "SELECT 1",
-         "difficulty": "simple"},
-        {"question_id": 9, "db_id": "shop", "question": "How many items?", "evidence": "",
-         "SQL": "SELECT count(*) FROM item", "difficulty": "moderate"}])
+    _bird_split(
+        root,
+        "dev",
+        [
+            {
+                "question_id": 7,
+                "db_id": "shop",
+                "question": "Cheapest item?",
+                "evidence": "cheapest refers to MIN(price)",
+                "SQL": "SELECT id FROM item ORDER BY price LIMIT 1",
+                "difficulty": "simple",
+            },
+            {
+                "question_id": 8,
+                "db_id": "gone",
+                "question": "Q?",
+                "evidence": "",
+                "SQL": "SELECT 1",
+                "difficulty": "simple",
+            },
+            {
+                "question_id": 9,
+                "db_id": "shop",
+                "question": "How many items?",
+                "evidence": "",
+                "SQL": "SELECT count(*) FROM item",
+                "difficulty": "moderate",
+            },
+        ],
+    )
     (root / "train").mkdir()
-    _bird_split(root / "train", "train", [
-        {"db_id": "shop", "question": "Most expensive item?", "evidence": "", "SQL": "SELECT max(price) FROM item"}])
+    _bird_split(
+        root / "train",
+        "train",
+        [{"db_id": "shop", "question": "Most expensive item?", "evidence": "", "SQL": "SELECT max(price) FROM item"}],
+    )
     return root
 
 
@@ -129,8 +165,14 @@ def test_bird_splits_fields_and_descriptions_config(bird_dir, tmp_path):
     db = bird_dir / "dev_databases" / "shop" / "shop.sqlite"
     rec = decode_record(dev[0])
     assert {k: v for k, v in rec.items() if k not in ("schema", "prompt")} == {
-        "question_id": 7, "db_id": "shop", "question": "Cheapest item?", "evidence": "cheapest refers to MIN(price)",
-        "gold_sql": "SELECT id FROM item ORDER BY price LIMIT 1", "difficulty": "simple", "db_path": str(db)}
+        "question_id": 7,
+        "db_id": "shop",
+        "question": "Cheapest item?",
+        "evidence": "cheapest refers to MIN(price)",
+        "gold_sql": "SELECT id FROM item ORDER BY price LIMIT 1",
+        "difficulty": "simple",
+        "db_path": str(db),
+    }
     assert rec["schema"] == m_schema(db, db_id="shop") and "price of the item" not in rec["schema"]
     assert rec["prompt"] == reward_sql_prompt(rec["schema"], "Cheapest item?", "cheapest refers to MIN(price)")
     assert "【Question】\nCheapest item? cheapest refers to MIN(price)\n" in rec["prompt"]
@@ -140,11 +182,14 @@ def test_bird_splits_fields_and_descriptions_config(bird_dir, tmp_path):
     assert train == load_bird(bird_dir / "train", split="train").examples[0]
     assert (train.question_id, train.difficulty) == (0, "unknown")
 
-    described = decode_record(data_source("rewardsql_bird", split="dev", manual_dir=bird_dir, data_dir=tmp_path,
-                                          config="descriptions")[0])
+    described = decode_record(
+        data_source("rewardsql_bird", split="dev", manual_dir=bird_dir, data_dir=tmp_path, config="descriptions")[0]
+    )
     assert described["schema"] == m_schema(db, db_id="shop", descriptions=read_bird_descriptions(db.parent))
     assert "(price:REAL, price of the item, Examples: [3.5, 9.0])" in described["schema"]
-    assert (tmp_path / "rewardsql_bird" / "descriptions").is_dir() and (tmp_path / "rewardsql_bird" / "default").is_dir()
+    assert (tmp_path / "rewardsql_bird" / "descriptions").is_dir() and (
+        tmp_path / "rewardsql_bird" / "default"
+    ).is_dir()
 
 
 def test_home_relative_dirs_are_expanded(bird_dir, tmp_path, monkeypatch):
@@ -171,8 +216,10 @@ def test_build_errors_name_the_layout(tmp_path):
 
 
 def test_core_import_stays_free_of_tfds_and_missing_extra_says_how_to_install(monkeypatch):
-    code = ("import sys, rewardsql_jax, rewardsql_jax.data, rewardsql_jax.data.grain_pipelines; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow_datasets'))")
+    code = (
+        "import sys, rewardsql_jax, rewardsql_jax.data, rewardsql_jax.data.grain_pipelines; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow_datasets'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     monkeypatch.delitem(sys.modules, "rewardsql_jax.data.tfds_builders")

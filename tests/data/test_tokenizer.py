@@ -1,4 +1,5 @@
 """load_tokenizer / format_prompt / encode_prompts with tokenizers built offline."""
+
 import pytest
 
 pytest.importorskip("transformers")
@@ -8,10 +9,28 @@ from transformers import PreTrainedTokenizerFast
 
 from rewardsql_jax.data.tokenizer import encode_prompts, format_prompt, load_tokenizer
 
-WORDS = ["<pad>", "<s>", "</s>", "<unk>", "SELECT", "name", "FROM", "singer", "system:", "user:", "assistant:",
-         "be", "brief", "|", "how", "many"]
-TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} | {% endfor %}"
-            "{% if add_generation_prompt %}assistant: {% endif %}")
+WORDS = [
+    "<pad>",
+    "<s>",
+    "</s>",
+    "<unk>",
+    "SELECT",
+    "name",
+    "FROM",
+    "singer",
+    "system:",
+    "user:",
+    "assistant:",
+    "be",
+    "brief",
+    "|",
+    "how",
+    "many",
+]
+TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} | {% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
 
 
 def _save(path, chat_template=None, bos=False):
@@ -19,8 +38,11 @@ def _save(path, chat_template=None, bos=False):
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if bos:
         from tokenizers import processors
+
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )
     if chat_template:
         hf.chat_template = chat_template
     hf.save_pretrained(str(path))

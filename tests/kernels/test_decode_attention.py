@@ -4,6 +4,7 @@ Tolerances: fp32 agrees to 1e-5 (only the order of fp32 sums differs: per-split 
 a rescaled merge); bf16 inputs (bf16 matmuls, fp32 accumulation, bf16 output) to 2e-2 abs on O(1)
 values against the fp32 reference on the same bf16 values.
 """
+
 import functools
 
 import jax
@@ -60,7 +61,9 @@ def test_decode_with_left_padded_key_mask_matches_model_attention():
 def test_decode_bf16():
     q, k, v = _cache(2, 40, 4, 2, 32, dtype=jnp.bfloat16, seed=2)
     lengths = jnp.array([40, 19])
-    got = jax.jit(functools.partial(decode_attention, block_k=16, num_splits=2, interpret=True))(q, k, v, lengths=lengths)
+    got = jax.jit(functools.partial(decode_attention, block_k=16, num_splits=2, interpret=True))(
+        q, k, v, lengths=lengths
+    )
     assert got.dtype == jnp.bfloat16
     f32 = [x.astype(jnp.float32) for x in (q, k, v)]
     np.testing.assert_allclose(got.astype(jnp.float32), decode_attention_reference(*f32, lengths=lengths), atol=2e-2)

@@ -6,6 +6,7 @@ fp32 accumulation and returns bf16, the reference computes in fp32 from the same
 outputs agree to bf16 resolution (2e-2 abs on O(1) values) and gradients to 2e-2 of their largest
 magnitude.
 """
+
 import functools
 
 import jax

@@ -6,6 +6,7 @@ Triton/Mosaic lowering in Python, which rejects such kernels, without needing th
 compilation (PTX / libtpu) is not covered; ``benchmarks/kernels.py`` checks compiled kernels
 against the reference on a real device.
 """
+
 import functools
 
 import jax
@@ -38,7 +39,9 @@ def _functions(backend):
         return flash(q, k, v, kv_lengths=lengths)
 
     def grads(q, k, v, lengths):
-        return jax.grad(lambda *a: jnp.sum(flash(*a, kv_lengths=lengths).astype(jnp.float32)), argnums=(0, 1, 2))(q, k, v)
+        return jax.grad(lambda *a: jnp.sum(flash(*a, kv_lengths=lengths).astype(jnp.float32)), argnums=(0, 1, 2))(
+            q, k, v
+        )
 
     def decode(q, k, v, lengths):
         return decode_attention(q[:, 0], k, v, lengths=lengths, block_k=64, num_splits=2, backend=backend)
@@ -52,11 +55,23 @@ def _functions(backend):
 
         own_mask = jnp.arange(t)[None, :] < jnp.repeat(lengths, 2)[:, None]
         kernel = functools.partial(decode_attention, block_k=64, num_splits=2, backend=backend)
-        return prefix_decode_attention(q[:, :2].reshape(2 * b, h, d), heads_first(k), heads_first(v), own_mask,
-                                       prefix_k=k.swapaxes(1, 2), prefix_v=v.swapaxes(1, 2),
-                                       prefix_mask=jnp.arange(t)[None, :] < lengths[:, None], decode=kernel)
+        return prefix_decode_attention(
+            q[:, :2].reshape(2 * b, h, d),
+            heads_first(k),
+            heads_first(v),
+            own_mask,
+            prefix_k=k.swapaxes(1, 2),
+            prefix_v=v.swapaxes(1, 2),
+            prefix_mask=jnp.arange(t)[None, :] < lengths[:, None],
+            decode=kernel,
+        )
 
-    return {"flash_fwd": (fwd, 1), "flash_grads": (grads, 3), "decode": (decode, 1), "prefix_decode": (prefix_decode, 2)}
+    return {
+        "flash_fwd": (fwd, 1),
+        "flash_grads": (grads, 3),
+        "decode": (decode, 1),
+        "prefix_decode": (prefix_decode, 2),
+    }
 
 
 @pytest.mark.parametrize("shape", SHAPES)

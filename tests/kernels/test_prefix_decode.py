@@ -1,6 +1,7 @@
 """Shared-prompt decode attention built on the decode kernel (interpret mode on CPU) and on the reference equals
 the model's XLA ``prefix_attention``; the decode kernel's heads-first cache and log-sum-exp outputs equal the
 reference's."""
+
 import functools
 
 import jax
@@ -31,8 +32,9 @@ def _case(p, g, h, hkv, d, w, c, seed=0):
 def test_prefix_decode_equals_prefix_attention(decode, p, g, h, hkv, w, c):
     q, k, v, own, pk, pv, pmask = _case(p, g, h, hkv, 16, w, c, seed=p + g)
     want = prefix_attention(q, k, v, own[:, None, :], prefix_k=pk, prefix_v=pv, prefix_mask=pmask)
-    got = jax.jit(functools.partial(prefix_decode_attention, decode=decode))(q, k, v, own, prefix_k=pk, prefix_v=pv,
-                                                                            prefix_mask=pmask)
+    got = jax.jit(functools.partial(prefix_decode_attention, decode=decode))(
+        q, k, v, own, prefix_k=pk, prefix_v=pv, prefix_mask=pmask
+    )
     assert got.shape == q.shape
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 

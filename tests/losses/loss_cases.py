@@ -68,27 +68,51 @@ def make_cases() -> list[dict]:
     cases.append({"name": "grpo/no_kl", "loss": "grpo", "inputs": inputs, "kwargs": {}})
     inputs = _policy_inputs(rng, per_token_adv=True)
     inputs["entropy"] = np.abs(rng.normal(1.0, 0.5, size=(B, T))).astype(np.float32)
-    cases.append({"name": "grpo/entropy_kl_clamp", "loss": "grpo", "inputs": inputs,
-                  "kwargs": {"beta": 0.1, "kl": "k3", "kl_clamp": 0.05, "kl_log_ratio_clamp": 0.4,
-                             "entropy_coef": 0.01, "agg": "bnpo"}})
+    cases.append(
+        {
+            "name": "grpo/entropy_kl_clamp",
+            "loss": "grpo",
+            "inputs": inputs,
+            "kwargs": {
+                "beta": 0.1,
+                "kl": "k3",
+                "kl_clamp": 0.05,
+                "kl_log_ratio_clamp": 0.4,
+                "entropy_coef": 0.01,
+                "agg": "bnpo",
+            },
+        }
+    )
 
     for beta, ls in ((0.1, 0.0), (0.5, 0.1)):
-        inputs = {k: (-np.abs(rng.normal(20.0, 5.0, size=(8,)))).astype(np.float32)
-                  for k in POSITIONAL["dpo"]}
-        cases.append({"name": f"dpo/beta{beta}_ls{ls}", "loss": "dpo", "inputs": inputs,
-                      "kwargs": {"beta": beta, "label_smoothing": ls}})
+        inputs = {k: (-np.abs(rng.normal(20.0, 5.0, size=(8,)))).astype(np.float32) for k in POSITIONAL["dpo"]}
+        cases.append(
+            {
+                "name": f"dpo/beta{beta}_ls{ls}",
+                "loss": "dpo",
+                "inputs": inputs,
+                "kwargs": {"beta": beta, "label_smoothing": ls},
+            }
+        )
 
-    inputs = {"tag_logits": rng.normal(0.0, 3.0, size=(B, S, 2)).astype(np.float32),
-              "labels": rng.integers(0, 2, size=(B, S)).astype(np.float32), "mask": _mask(rng, [6, 2, 4, 1], S)}
+    inputs = {
+        "tag_logits": rng.normal(0.0, 3.0, size=(B, S, 2)).astype(np.float32),
+        "labels": rng.integers(0, 2, size=(B, S)).astype(np.float32),
+        "mask": _mask(rng, [6, 2, 4, 1], S),
+    }
     cases.append({"name": "prm/basic", "loss": "prm", "inputs": inputs, "kwargs": {}})
 
     def lm_inputs():
-        return {"logits": rng.normal(0.0, 2.0, size=(B, T, V)).astype(np.float32),
-                "targets": rng.integers(0, V, size=(B, T)).astype(np.int32), "mask": _mask(rng, [12, 3, 0, 8])}
+        return {
+            "logits": rng.normal(0.0, 2.0, size=(B, T, V)).astype(np.float32),
+            "targets": rng.integers(0, V, size=(B, T)).astype(np.int32),
+            "mask": _mask(rng, [12, 3, 0, 8]),
+        }
 
     cases.append({"name": "sft/token_mean", "loss": "sft", "inputs": lm_inputs(), "kwargs": {}})
-    cases.append({"name": "sft/sequence_mean", "loss": "sft", "inputs": lm_inputs(),
-                  "kwargs": {"reduction": "sequence_mean"}})
+    cases.append(
+        {"name": "sft/sequence_mean", "loss": "sft", "inputs": lm_inputs(), "kwargs": {"reduction": "sequence_mean"}}
+    )
     inputs = lm_inputs()
     inputs["weights"] = np.array([0.5, 2.0, 1.0, 1.5], np.float32)
     cases.append({"name": "sft/weighted", "loss": "sft", "inputs": inputs, "kwargs": {}})
@@ -96,14 +120,21 @@ def make_cases() -> list[dict]:
     inputs["rewards"] = np.array([1.8, 0.4, 1.2, 1.0], np.float32)
     cases.append({"name": "rs/threshold", "loss": "rs", "inputs": inputs, "kwargs": {"threshold": 1.0}})
 
-    for name, kwargs in (("plain", {}), ("kl_gamma", {"kl_coef": 0.01, "gamma": 0.9}),
-                         ("eq4_gamma0", {"kl_coef": 0.01, "gamma": 0.0}),
-                         ("dual_clip_high", {"kl_coef": 0.05, "clip_eps_high": 0.28, "dual_clip": 1.3})):
+    for name, kwargs in (
+        ("plain", {}),
+        ("kl_gamma", {"kl_coef": 0.01, "gamma": 0.9}),
+        ("eq4_gamma0", {"kl_coef": 0.01, "gamma": 0.0}),
+        ("dual_clip_high", {"kl_coef": 0.05, "clip_eps_high": 0.28, "dual_clip": 1.3}),
+    ):
         p = _policy_inputs(rng, per_token_adv=True)
         clause = rng.choice(np.array([1.5, 0.5, -0.5, -1.5], np.float32), size=(B, 3))
         token_rewards = np.repeat(clause, T // 3, axis=1) * p["mask"]  # clause rewards filled over clause tokens
-        inputs = {"logprobs": p["logprobs"], "old_logprobs": p["old_logprobs"], "token_rewards": token_rewards,
-                  "mask": p["mask"]}
+        inputs = {
+            "logprobs": p["logprobs"],
+            "old_logprobs": p["old_logprobs"],
+            "token_rewards": token_rewards,
+            "mask": p["mask"],
+        }
         if "kl_coef" in kwargs:
             inputs["ref_logprobs"] = p["ref_logprobs"]
         cases.append({"name": f"reinforce_pp/{name}", "loss": "reinforce_pp", "inputs": inputs, "kwargs": kwargs})
@@ -144,5 +175,8 @@ def _run_jax(loss_name: str, inputs: dict, kwargs: dict):
     rest = {k: v for k, v in inputs.items() if k not in grad_names}
     vg = jax.jit(partial(jax.value_and_grad(objective, has_aux=True)))
     (loss, metrics), grads = vg(diff, rest)
-    return (np.asarray(loss), {k: np.asarray(v) for k, v in grads.items()},
-            {k: np.asarray(v) for k, v in metrics.items()})
+    return (
+        np.asarray(loss),
+        {k: np.asarray(v) for k, v in grads.items()},
+        {k: np.asarray(v) for k, v in metrics.items()},
+    )

@@ -8,13 +8,16 @@ LOSS = jnp.array([[1.0, 2.0, 3.0, 100.0], [4.0, 100.0, 100.0, 100.0]])
 MASK = jnp.array([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
 
 
-@pytest.mark.parametrize("mode,expected", [
-    ("grpo", ((1 + 2 + 3) / 3 + 4 / 1) / 2),
-    ("bnpo", 10 / 4),
-    ("token_mean", 10 / 4),
-    ("dapo", 10 / 4),
-    ("dr_grpo", 10 / (2 * 4)),
-])
+@pytest.mark.parametrize(
+    "mode,expected",
+    [
+        ("grpo", ((1 + 2 + 3) / 3 + 4 / 1) / 2),
+        ("bnpo", 10 / 4),
+        ("token_mean", 10 / 4),
+        ("dapo", 10 / 4),
+        ("dr_grpo", 10 / (2 * 4)),
+    ],
+)
 def test_modes_by_hand(mode, expected):
     assert float(aggregate(LOSS, MASK, mode)) == pytest.approx(expected, rel=1e-6)
 

@@ -17,11 +17,14 @@ def _load():
     meta = json.loads(str(data["meta"]))
     cases = []
     for i, m in enumerate(meta):
+
         def sub(prefix, i=i):
             p = f"{i}/{prefix}/"
-            return {k[len(p):]: data[k] for k in data.files if k.startswith(p)}
-        cases.append({**m, "inputs": sub("in"), "loss_value": data[f"{i}/loss"], "grads": sub("grad"),
-                      "metrics": sub("metric")})
+            return {k[len(p) :]: data[k] for k in data.files if k.startswith(p)}
+
+        cases.append(
+            {**m, "inputs": sub("in"), "loss_value": data[f"{i}/loss"], "grads": sub("grad"), "metrics": sub("metric")}
+        )
     return cases
 
 

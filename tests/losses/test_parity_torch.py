@@ -18,6 +18,7 @@ def _jax(case):
         _JAX[case["name"]] = run_jax(case["loss"], case["inputs"], case["kwargs"])
     return _JAX[case["name"]]
 
+
 pytestmark = pytest.mark.parity
 
 

@@ -52,7 +52,7 @@ def test_pos_weight_by_hand():
     bce = -(w * y * np.log(p) + (1 - y) * np.log(1 - p))
     loss, metrics = jax.jit(lambda *a: losses.prm(*a, pos_weight=w))(LOGITS, LABELS, MASK)
     assert float(loss) == pytest.approx((bce * m).sum() / m.sum(), rel=1e-6)
-    assert float(metrics["num_steps"]) == 5               # the weight scales the loss, not the step count
+    assert float(metrics["num_steps"]) == 5  # the weight scales the loss, not the step count
     # one positive and one negative step: w scales exactly the positive one
     one = jnp.array([[[0.0, 0.0], [0.0, 0.0]]])
     loss, _ = losses.prm(one, jnp.array([[1.0, 0.0]]), jnp.ones((1, 2)), pos_weight=3.0)
@@ -66,8 +66,11 @@ def test_pos_weight_matches_torch_bce_with_logits():
     torch = pytest.importorskip("torch")
     w = 4.0
     ref = torch.nn.functional.binary_cross_entropy_with_logits(
-        torch.tensor(np.asarray(LOGITS[..., 0] - LOGITS[..., 1])), torch.tensor(np.asarray(LABELS)),
-        reduction="none", pos_weight=torch.tensor(w))
+        torch.tensor(np.asarray(LOGITS[..., 0] - LOGITS[..., 1])),
+        torch.tensor(np.asarray(LABELS)),
+        reduction="none",
+        pos_weight=torch.tensor(w),
+    )
     m = np.asarray(MASK)
     expected = float((ref.numpy() * m).sum() / m.sum())
     assert float(losses.prm(LOGITS, LABELS, MASK, pos_weight=w)[0]) == pytest.approx(expected, rel=1e-6)

@@ -65,8 +65,13 @@ def test_family_and_reduction_are_checked():
 
 def test_builtin_families():
     assert {n: losses.family(n) for n in ("grpo", "reinforce_pp", "dpo", "sft", "rs", "prm")} == {
-        "grpo": "policy_gradient", "reinforce_pp": "policy_gradient", "dpo": "preference", "sft": "supervised",
-        "rs": "supervised", "prm": "prm"}
+        "grpo": "policy_gradient",
+        "reinforce_pp": "policy_gradient",
+        "dpo": "preference",
+        "sft": "supervised",
+        "rs": "supervised",
+        "prm": "prm",
+    }
 
 
 def test_docstring_example_runs(monkeypatch):

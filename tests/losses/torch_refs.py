@@ -33,9 +33,24 @@ def kl_penalty(logp, ref, kind, clamp=None, log_ratio_clamp=None):
     return kl
 
 
-def trl_grpo(logprobs, old_logprobs, advantages, mask, ref_logprobs=None, entropy=None, *, clip_eps=0.2,
-             clip_eps_high=None, beta=0.0, kl="k3", agg="grpo", max_len=None, kl_clamp=None,
-             kl_log_ratio_clamp=None, entropy_coef=0.0):
+def trl_grpo(
+    logprobs,
+    old_logprobs,
+    advantages,
+    mask,
+    ref_logprobs=None,
+    entropy=None,
+    *,
+    clip_eps=0.2,
+    clip_eps_high=None,
+    beta=0.0,
+    kl="k3",
+    agg="grpo",
+    max_len=None,
+    kl_clamp=None,
+    kl_log_ratio_clamp=None,
+    entropy_coef=0.0,
+):
     eps_low, eps_high = clip_eps, clip_eps if clip_eps_high is None else clip_eps_high
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)
@@ -70,17 +85,19 @@ def trl_grpo(logprobs, old_logprobs, advantages, mask, ref_logprobs=None, entrop
     return loss, metrics
 
 
-def trl_dpo(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, *, beta=0.1,
-            label_smoothing=0.0):
+def trl_dpo(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, *, beta=0.1, label_smoothing=0.0):
     logits = (chosen_logps - rejected_logps) - (ref_chosen_logps - ref_rejected_logps)
-    losses = (-F.logsigmoid(beta * logits) * (1 - label_smoothing)
-              - F.logsigmoid(-beta * logits) * label_smoothing)
+    losses = -F.logsigmoid(beta * logits) * (1 - label_smoothing) - F.logsigmoid(-beta * logits) * label_smoothing
     chosen_rewards = beta * (chosen_logps - ref_chosen_logps).detach()
     rejected_rewards = beta * (rejected_logps - ref_rejected_logps).detach()
-    metrics = {"rewards/chosen": chosen_rewards.mean(), "rewards/rejected": rejected_rewards.mean(),
-               "rewards/accuracies": (chosen_rewards > rejected_rewards).float().mean(),
-               "rewards/margins": (chosen_rewards - rejected_rewards).mean(),
-               "logps/chosen": chosen_logps.detach().mean(), "logps/rejected": rejected_logps.detach().mean()}
+    metrics = {
+        "rewards/chosen": chosen_rewards.mean(),
+        "rewards/rejected": rejected_rewards.mean(),
+        "rewards/accuracies": (chosen_rewards > rejected_rewards).float().mean(),
+        "rewards/margins": (chosen_rewards - rejected_rewards).mean(),
+        "logps/chosen": chosen_logps.detach().mean(),
+        "logps/rejected": rejected_logps.detach().mean(),
+    }
     return losses.mean(), metrics
 
 
@@ -128,8 +145,19 @@ def verl_reinforce_pp_advantages(token_level_rewards, response_mask, gamma):
     return advantages, returns
 
 
-def verl_reinforce_pp(logprobs, old_logprobs, token_rewards, mask, ref_logprobs=None, *, kl_coef=0.0,
-                      clip_eps=0.2, clip_eps_high=None, gamma=1.0, dual_clip=None):
+def verl_reinforce_pp(
+    logprobs,
+    old_logprobs,
+    token_rewards,
+    mask,
+    ref_logprobs=None,
+    *,
+    kl_coef=0.0,
+    clip_eps=0.2,
+    clip_eps_high=None,
+    gamma=1.0,
+    dual_clip=None,
+):
     with torch.no_grad():
         rewards = token_rewards
         if kl_coef != 0.0:  # verl apply_kl_penalty with kl_penalty="kl"
@@ -144,13 +172,11 @@ def verl_reinforce_pp(logprobs, old_logprobs, token_rewards, mask, ref_logprobs=
         pg_losses3 = -advantages * dual_clip
         pg_losses = torch.where(advantages < 0, torch.min(pg_losses3, pg_losses), pg_losses)
     loss = (pg_losses * mask).sum() / mask.sum()  # verl agg_loss token-mean
-    metrics = {"returns/mean": (returns * mask).sum() / mask.sum(),
-               "rewards/mean": (rewards * mask).sum() / mask.sum()}
+    metrics = {"returns/mean": (returns * mask).sum() / mask.sum(), "rewards/mean": (rewards * mask).sum() / mask.sum()}
     return loss, metrics
 
 
-REFS = {"grpo": trl_grpo, "dpo": trl_dpo, "prm": prm_bce, "sft": sft_ce, "rs": rs_ce,
-        "reinforce_pp": verl_reinforce_pp}
+REFS = {"grpo": trl_grpo, "dpo": trl_dpo, "prm": prm_bce, "sft": sft_ce, "rs": rs_ce, "reinforce_pp": verl_reinforce_pp}
 
 
 def run_torch(loss_name: str, inputs: dict, kwargs: dict):

@@ -1,4 +1,5 @@
 """Tiny randomly initialised transformers Qwen2/Llama models saved to a directory (parity and I/O tests)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +7,14 @@ import torch
 import transformers
 from flax import nnx
 
-BASE = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+BASE = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 
 
 def hf_config(family: str, **overrides):
@@ -41,7 +49,9 @@ def save_hf_model(model, path) -> str:
 def hf_logits(model, ids, mask=None):
     """fp32 numpy logits of a HF model."""
     with torch.no_grad():
-        out = model(input_ids=torch.as_tensor(ids), attention_mask=None if mask is None else torch.as_tensor(mask).long())
+        out = model(
+            input_ids=torch.as_tensor(ids), attention_mask=None if mask is None else torch.as_tensor(mask).long()
+        )
     return out.logits.float().numpy()
 
 

@@ -3,6 +3,7 @@
 XLA_FLAGS must be set before jax is imported, which a pytest process that already imported jax cannot
 do; so the checks run here and print one JSON report on stdout.
 """
+
 import os
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
@@ -19,7 +20,11 @@ from flax import nnx
 from rewardsql_jax.models import ModelConfig, build_model, from_pretrained, save_pretrained
 from rewardsql_jax.models.sharding import batch_sharding, make_mesh, param_shardings, shard_model
 
-MESHES = {"d2f2t2": dict(data=2, fsdp=2, tensor=2), "f8": dict(data=1, fsdp=8, tensor=1), "d2t4": dict(data=2, fsdp=1, tensor=4)}
+MESHES = {
+    "d2f2t2": dict(data=2, fsdp=2, tensor=2),
+    "f8": dict(data=1, fsdp=8, tensor=1),
+    "d2t4": dict(data=2, fsdp=1, tensor=4),
+}
 
 
 def _spec(x):
@@ -37,8 +42,16 @@ def _jit_forward(graphdef):
 
 def main():
     cfg = ModelConfig(
-        model_type="qwen2", vocab_size=130, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, attention_bias=True, tie_word_embeddings=False,
+        model_type="qwen2",
+        vocab_size=130,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        attention_bias=True,
+        tie_word_embeddings=False,
     )
     ref_model = build_model(cfg, seed=3)
     ckpt = tempfile.mkdtemp()
@@ -63,7 +76,9 @@ def main():
         bs = batch_sharding(mesh)
         out = fwd(state, jax.device_put(ids, bs), jax.device_put(mask, bs))
         # jit with explicit in/out shardings from param_shardings (what the training step does)
-        ident = jax.jit(lambda s: jax.tree.map(lambda x: x * 1.0, s), in_shardings=(shardings,), out_shardings=shardings)
+        ident = jax.jit(
+            lambda s: jax.tree.map(lambda x: x * 1.0, s), in_shardings=(shardings,), out_shardings=shardings
+        )
         state2 = ident(state)
         moved = shard_model(build_model(cfg, seed=3), mesh)
         layer = model.layers[0]

@@ -1,4 +1,5 @@
 """ModelConfig.attention_impl (Pallas kernels / reference) and remat give the XLA path's logits and gradients."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,8 +8,17 @@ from flax import nnx
 
 from rewardsql_jax.models import ModelConfig, build_model
 
-CFG = ModelConfig(model_type="qwen2", vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=8, attention_bias=True)
+CFG = ModelConfig(
+    model_type="qwen2",
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    attention_bias=True,
+)
 IDS = np.random.RandomState(0).randint(0, 64, (2, 21))
 MASK = np.ones((2, 21), bool)
 MASK[1, :6] = False  # left padding
@@ -26,8 +36,9 @@ def _loss_and_grad(cfg):
     return value, np.asarray(logits), grads
 
 
-@pytest.mark.parametrize("changes", [dict(attention_impl="reference"), dict(attention_impl="pallas_interpret"),
-                                     dict(remat=True)])
+@pytest.mark.parametrize(
+    "changes", [dict(attention_impl="reference"), dict(attention_impl="pallas_interpret"), dict(remat=True)]
+)
 def test_same_logits_and_gradients_as_xla(changes):
     v0, l0, g0 = _loss_and_grad(CFG)
     v1, l1, g1 = _loss_and_grad(CFG.replace(**changes))

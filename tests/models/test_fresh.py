@@ -1,4 +1,5 @@
 """One fresh-Qwen2 builder: the RL pipeline's policy, SQLConductor's models and the planner get one architecture."""
+
 import dataclasses
 
 import jax
@@ -12,8 +13,9 @@ from rewardsql_jax.stages.context import RunContext
 from rewardsql_jax.stages.policy import new_or_pretrained_policy
 from rewardsql_jax.stages.run_config import ModelConfigSection, RunConfig
 
-SHAPE = ModelConfigSection(vocab_size=96, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=4,
-                           num_kv_heads=2, max_len=128)
+SHAPE = ModelConfigSection(
+    vocab_size=96, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=4, num_kv_heads=2, max_len=128
+)
 
 
 class _Tokenizer:
@@ -35,7 +37,12 @@ def test_every_caller_builds_the_same_fresh_qwen2(tmp_path):
     ctx = RunContext(config=config, run_dir=tmp_path, _tokenizer=tok)
     want = fresh_config(SHAPE, len(tok), tok.eos_token_id)
     assert (want.model_type, want.head_dim, want.rope_theta, want.tie_word_embeddings, want.attention_bias) == (
-        "qwen2", 8, 10000.0, True, True)
+        "qwen2",
+        8,
+        10000.0,
+        True,
+        True,
+    )
     assert (want.max_position_embeddings, want.eos_token_id, want.vocab_size) == (128, 3, 96)
 
     policy = new_or_pretrained_policy(ctx)

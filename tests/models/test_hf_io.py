@@ -1,4 +1,5 @@
 """HF checkpoint I/O: save_pretrained -> transformers loads the same model; sharded checkpoints; bad input errors."""
+
 import json
 
 import jax.numpy as jnp
@@ -21,18 +22,30 @@ IDS = np.random.RandomState(0).randint(0, 128, (2, 9)).astype(np.int32)
 
 
 def _cfg(**kw):
-    base = dict(model_type="qwen2", vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=8, attention_bias=True)
+    base = dict(
+        model_type="qwen2",
+        vocab_size=128,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        attention_bias=True,
+    )
     base.update(kw)
     return ModelConfig(**base)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(),
-    dict(tie_word_embeddings=True, rope_theta=1e6),
-    dict(model_type="llama", attention_bias=False, num_key_value_heads=1),
-    dict(model_type="llama", attention_bias=True, mlp_bias=True, tie_word_embeddings=True),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(tie_word_embeddings=True, rope_theta=1e6),
+        dict(model_type="llama", attention_bias=False, num_key_value_heads=1),
+        dict(model_type="llama", attention_bias=True, mlp_bias=True, tie_word_embeddings=True),
+    ],
+)
 def test_save_pretrained_loads_in_transformers_with_same_logits(tmp_path, kw):
     model = build_model(_cfg(**kw), seed=1)
     save_pretrained(model, tmp_path)
@@ -100,6 +113,7 @@ def test_compute_dtype_separate_from_param_dtype(tmp_path):
 
 
 # ---- bad input -> one clear error ----
+
 
 @pytest.fixture
 def ckpt(tmp_path):

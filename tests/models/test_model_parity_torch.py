@@ -10,6 +10,7 @@ Tolerances:
   ours-bf16 vs HF-bf16 2.4e-3 to 4.1e-3 (bf16 has an 8-bit mantissa: ~4e-3 relative per rounding).
 - gradients of a mean token CE loss: max abs diff <= 1e-4 x max |torch grad| per tensor.
 """
+
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -31,8 +32,14 @@ SHAPES = {
     "qwen2-untied-gqa": ("qwen2", dict()),
     "qwen2-tied-mqa-theta1e6": ("qwen2", dict(tie_word_embeddings=True, num_key_value_heads=1, rope_theta=1e6)),
     "llama-untied-mha": ("llama", dict(num_key_value_heads=4)),
-    "llama-tied-mqa-theta1e6-bias": ("llama", dict(tie_word_embeddings=True, num_key_value_heads=1, rope_theta=1e6, attention_bias=True)),
-    "qwen2-3layers-8heads": ("qwen2", dict(num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2, hidden_size=64)),
+    "llama-tied-mqa-theta1e6-bias": (
+        "llama",
+        dict(tie_word_embeddings=True, num_key_value_heads=1, rope_theta=1e6, attention_bias=True),
+    ),
+    "qwen2-3layers-8heads": (
+        "qwen2",
+        dict(num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2, hidden_size=64),
+    ),
 }
 IDS = np.random.RandomState(0).randint(0, 128, (2, 16)).astype(np.int64)
 

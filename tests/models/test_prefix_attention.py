@@ -1,5 +1,6 @@
 """The sampler's attention paths equal plain attention: shared-prefix decode attention and the one-query path over
 each row's full cache, and the prefill's query-chunked causal attention."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,8 +44,15 @@ def test_prefix_attention_equals_attention_over_prompt_plus_own_cache(t, h, hkv)
     def heads_first(x):
         return x.transpose(0, 2, 1, 3)
 
-    got = prefix_attention(q, heads_first(k), heads_first(v), own, prefix_k=heads_first(pk), prefix_v=heads_first(pv),
-                           prefix_mask=prefix_mask)
+    got = prefix_attention(
+        q,
+        heads_first(k),
+        heads_first(v),
+        own,
+        prefix_k=heads_first(pk),
+        prefix_v=heads_first(pv),
+        prefix_mask=prefix_mask,
+    )
     full_k = jnp.concatenate([jnp.repeat(pk, g, axis=0), k], axis=1)
     full_v = jnp.concatenate([jnp.repeat(pv, g, axis=0), v], axis=1)
     full_mask = jnp.concatenate([jnp.repeat(prefix_mask, g, axis=0)[:, None, :].repeat(t, axis=1), own], axis=2)

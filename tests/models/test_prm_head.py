@@ -1,4 +1,5 @@
 """Reward-SQL PRM scoring: tag ids from the tokenizer, tag positions, 2-column logits == full-logits softmax."""
+
 import jax
 import numpy as np
 import pytest
@@ -24,16 +25,27 @@ def tokenizer(tmp_path_factory):
 
 
 def _model(tie, seed=0):
-    cfg = ModelConfig(model_type="qwen2", vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, attention_bias=True, tie_word_embeddings=tie)
+    cfg = ModelConfig(
+        model_type="qwen2",
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        attention_bias=True,
+        tie_word_embeddings=tie,
+    )
     return build_model(cfg, seed=seed)
 
 
 def test_format_prm_input_replaces_step_breaks_and_appends_tag():
     text = format_prm_input(PROMPT, RESPONSE)
-    assert text == PROMPT + ("WITH a AS (SELECT id FROM singer), и b AS (SELECT COUNT(*) AS n FROM a) и "
-                             "SELECT n FROM b и")
-    assert "\n\n" not in text[len(PROMPT):]
+    assert text == PROMPT + (
+        "WITH a AS (SELECT id FROM singer), и b AS (SELECT COUNT(*) AS n FROM a) и SELECT n FROM b и"
+    )
+    assert "\n\n" not in text[len(PROMPT) :]
     assert format_prm_input("p:", "SELECT 1\n\n") == "p:SELECT 1 и"
     assert format_prm_input("p:", "SELECT 1", tag=" <s>") == "p:SELECT 1 <s>"
 
@@ -55,14 +67,17 @@ def test_step_tag_ids_rejects_multi_token_strings(tokenizer):
 
 def test_find_tag_positions_matches_tags_in_text(tokenizer):
     tag = step_tag_ids(tokenizer).tag_id
-    rows = [tokenizer.encode(format_prm_input(PROMPT, RESPONSE)), tokenizer.encode(format_prm_input(PROMPT, "SELECT 1"))]
+    rows = [
+        tokenizer.encode(format_prm_input(PROMPT, RESPONSE)),
+        tokenizer.encode(format_prm_input(PROMPT, "SELECT 1")),
+    ]
     t = max(map(len, rows))
     ids = np.zeros((2, t), np.int32)
     mask = np.zeros((2, t), bool)
     for i, r in enumerate(rows):  # left padding, pad id == tag id to check the mask is honoured
         ids[i, :] = tag
-        ids[i, t - len(r):] = r
-        mask[i, t - len(r):] = True
+        ids[i, t - len(r) :] = r
+        mask[i, t - len(r) :] = True
     found = find_tag_positions(ids, tag, attention_mask=mask)
     assert found.positions.shape == (2, 3)
     np.testing.assert_array_equal(found.mask, [[True, True, True], [True, False, False]])

@@ -3,6 +3,7 @@
 The 8-device checks run in a subprocess (tests/models/sharding_worker.py) because XLA_FLAGS must be
 set before jax is imported. The rule-table checks below run in-process on abstract meshes.
 """
+
 import json
 import os
 import subprocess
@@ -108,10 +109,20 @@ def test_param_shardings_of_abstract_model():
     from rewardsql_jax.models import ModelConfig, build_model
     from rewardsql_jax.models.sharding import param_shardings
 
-    cfg = ModelConfig(model_type="llama", vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+    cfg = ModelConfig(
+        model_type="llama",
+        vocab_size=128,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+    )
     abstract = nnx.eval_shape(lambda: build_model(cfg))
     shardings = param_shardings(abstract, make_mesh())
     leaves = jax.tree.leaves(shardings)
-    assert len(leaves) == len(jax.tree.leaves(nnx.state(abstract))) and all(isinstance(s, NamedSharding) for s in leaves)
+    assert len(leaves) == len(jax.tree.leaves(nnx.state(abstract))) and all(
+        isinstance(s, NamedSharding) for s in leaves
+    )
     assert shardings["layers"][0]["self_attn"]["q_proj"]["kernel"].get_value().spec == P("fsdp", "tensor")

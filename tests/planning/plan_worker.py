@@ -2,6 +2,7 @@
 
 The device count must be fixed before JAX starts its CPU backend, so this runs in its own process.
 """
+
 import json
 import math
 import os
@@ -16,9 +17,18 @@ from flax import nnx
 from rewardsql_jax.models import ModelConfig, build_model, make_mesh, param_shardings
 from rewardsql_jax.planning import check_fits, format_plan, plan_memory, planning_devices
 
-CFG = ModelConfig(model_type="qwen2", vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, attention_bias=True,
-                  tie_word_embeddings=False)
+CFG = ModelConfig(
+    model_type="qwen2",
+    vocab_size=256,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    attention_bias=True,
+    tie_word_embeddings=False,
+)
 MESH = (1, 4, 2)
 
 
@@ -35,8 +45,17 @@ def independent_param_bytes() -> int:
 
 
 def main():
-    plan = plan_memory(CFG, mesh_shape=MESH, prompts=4, samples=4, prompt_len=16, response_len=16,
-                       micro_batches=1, compute_dtype="bfloat16", hbm_gb=80.0)
+    plan = plan_memory(
+        CFG,
+        mesh_shape=MESH,
+        prompts=4,
+        samples=4,
+        prompt_len=16,
+        response_len=16,
+        micro_batches=1,
+        compute_dtype="bfloat16",
+        hbm_gb=80.0,
+    )
     shard, full = independent_param_bytes()
     tiny = check_fits(plan, hbm_gb=plan.peak_bytes / 2e9)
     try:
@@ -44,13 +63,29 @@ def main():
         too_many = ""
     except RuntimeError as e:
         too_many = str(e)
-    out = dict(param_bytes=plan.param_bytes, ref_param_bytes=plan.ref_param_bytes, opt_state_bytes=plan.opt_state_bytes,
-               independent_param_bytes=shard, full_param_bytes=full, num_params=plan.num_params,
-               train_flops=plan.train_flops, six_nt=plan.analytic_flops_6nt, full_analytic=plan.analytic_flops_full,
-               kv=plan.kv_cache_bytes, kv_compiled=plan.kv_cache_bytes_compiled, sample_rows=plan.sample_rows,
-               train_seq_len=plan.train_seq_len, train_temp=plan.train.temp_bytes,
-               train_args=plan.train.argument_bytes, peak=plan.peak_bytes, fits=plan.fits, tiny_ok=tiny.ok,
-               tiny_message=tiny.message, table=format_plan(plan), too_many=too_many)
+    out = dict(
+        param_bytes=plan.param_bytes,
+        ref_param_bytes=plan.ref_param_bytes,
+        opt_state_bytes=plan.opt_state_bytes,
+        independent_param_bytes=shard,
+        full_param_bytes=full,
+        num_params=plan.num_params,
+        train_flops=plan.train_flops,
+        six_nt=plan.analytic_flops_6nt,
+        full_analytic=plan.analytic_flops_full,
+        kv=plan.kv_cache_bytes,
+        kv_compiled=plan.kv_cache_bytes_compiled,
+        sample_rows=plan.sample_rows,
+        train_seq_len=plan.train_seq_len,
+        train_temp=plan.train.temp_bytes,
+        train_args=plan.train.argument_bytes,
+        peak=plan.peak_bytes,
+        fits=plan.fits,
+        tiny_ok=tiny.ok,
+        tiny_message=tiny.message,
+        table=format_plan(plan),
+        too_many=too_many,
+    )
     print("PLAN_JSON " + json.dumps(out))
 
 

@@ -1,4 +1,5 @@
 """AOT planning on 8 simulated CPU devices (subprocess): shard bytes, FLOPs, KV cache, OOM message."""
+
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ def plan():
     proc = subprocess.run([sys.executable, str(WORKER)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PLAN_JSON "))
-    return json.loads(line[len("PLAN_JSON "):])
+    return json.loads(line[len("PLAN_JSON ") :])
 
 
 def test_param_bytes_equal_real_shard_sizes(plan):
@@ -43,8 +44,17 @@ def test_analytic_flops_of_the_two_layouts():
     from rewardsql_jax.models.config import ModelConfig
     from rewardsql_jax.planning.aot import analytic_train_flops
 
-    cfg = ModelConfig(model_type="qwen2", vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True)
+    cfg = ModelConfig(
+        model_type="qwen2",
+        vocab_size=100,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        tie_word_embeddings=True,
+    )
     n = 10_000
     six, full = analytic_train_flops(cfg, n, rows=32, seq=600, reference=True)
     assert six == 6 * n * 32 * 600

@@ -1,4 +1,5 @@
 """The model architecture a RunConfig plans (no compilation)."""
+
 import dataclasses
 import json
 
@@ -13,8 +14,9 @@ def test_missing_checkpoint_matches_preset_by_folder_name():
     m = model_config_of(cfg)
     assert (m.hidden_size, m.num_hidden_layers, m.num_attention_heads, m.num_key_value_heads) == (3584, 28, 28, 4)
     assert (m.intermediate_size, m.vocab_size, m.tie_word_embeddings, m.dtype) == (18944, 152064, False, "bfloat16")
-    assert model_config_of(dataclasses.replace(cfg, model=ModelConfigSection(path="/x/Qwen2.5-Coder-32B"))) \
-        == preset_config("qwen2.5-coder-32b", dtype="float32")
+    assert model_config_of(
+        dataclasses.replace(cfg, model=ModelConfigSection(path="/x/Qwen2.5-Coder-32B"))
+    ) == preset_config("qwen2.5-coder-32b", dtype="float32")
 
 
 def test_checkpoint_config_json_wins(tmp_path):

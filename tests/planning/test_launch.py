@@ -1,4 +1,5 @@
 """``plan=true`` override parsing for launch/run.py (no compilation)."""
+
 import pytest
 
 from rewardsql_jax.planning import split_plan_overrides

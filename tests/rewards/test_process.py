@@ -75,6 +75,7 @@ def test_errors():
 
 # --- torch tier: Reward-SQL's step advantage written in torch from the paper / released-code description ---
 
+
 def _torch_refs(torch):
     def zscore(x):
         return (x - x.mean()) / (x.std() + 1e-6)  # torch.std is Bessel-corrected
@@ -82,8 +83,9 @@ def _torch_refs(torch):
     def paper(steps, out, g):
         r = torch.stack([torch.tensor(s).mean() + o for s, o in zip(steps, out)])
         a = torch.cat([zscore(c) for c in r.view(-1, g)])
-        return [torch.where(a[i] > 0, a[i] * torch.tensor(s), a[i] * (1 - torch.tensor(s)))
-                for i, s in enumerate(steps)]
+        return [
+            torch.where(a[i] > 0, a[i] * torch.tensor(s), a[i] * (1 - torch.tensor(s))) for i, s in enumerate(steps)
+        ]
 
     def released(steps, out, g, rm=1.0):
         tok = [rm * torch.tensor(s) + o for s, o in zip(steps, out)]
@@ -98,7 +100,7 @@ def _torch_refs(torch):
     def deepseekmath(steps, out, g):
         res = []
         for k in range(0, len(steps), g):
-            group = [torch.tensor(s) for s in steps[k:k + g]]
+            group = [torch.tensor(s) for s in steps[k : k + g]]
             flat = torch.cat(group)
             for s in group:
                 res.append(torch.flip(torch.cumsum(torch.flip((s - flat.mean()) / (flat.std() + 1e-6), [0]), 0), [0]))

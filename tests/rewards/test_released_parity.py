@@ -18,6 +18,7 @@ Deliberate difference, handled explicitly: a group whose responses all have the 
 us; the released float32 ``mean()`` of equal values can be off by an ulp, which ``/ (std + 1e-6)`` turns into
 advantages of either sign. Those groups are checked to be exactly 0 on our side and not compared.
 """
+
 import numpy as np
 import pytest
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -30,14 +31,22 @@ from rewardsql_jax.stages.run_config import RLConfig
 
 torch = pytest.importorskip("torch")
 
-CTES = ["WITH old AS (\n  SELECT name, age FROM singer WHERE age > 30\n),",
-        "names AS (\n  SELECT name FROM old\n),",
-        "counts AS (SELECT country, COUNT(*) AS n FROM singer GROUP BY country),",
-        "young AS (SELECT * FROM singer WHERE age < 20),"]
-FINALS = ["SELECT COUNT(*) FROM names", "SELECT name FROM old ORDER BY age DESC LIMIT 3",
-          "SELECT country FROM counts WHERE n > 2", "SELECT name FROM singer"]
-QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+CTES = [
+    "WITH old AS (\n  SELECT name, age FROM singer WHERE age > 30\n),",
+    "names AS (\n  SELECT name FROM old\n),",
+    "counts AS (SELECT country, COUNT(*) AS n FROM singer GROUP BY country),",
+    "young AS (SELECT * FROM singer WHERE age < 20),",
+]
+FINALS = [
+    "SELECT COUNT(*) FROM names",
+    "SELECT name FROM old ORDER BY age DESC LIMIT 3",
+    "SELECT country FROM counts WHERE n > 2",
+    "SELECT name FROM singer",
+]
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def _cocte(ctes, final):
@@ -55,12 +64,20 @@ def _tokenizer(style):
     if style == "gpt2":
         t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
-        t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-                                                   pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        t.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     t.decoder = decoders.ByteLevel()
-    corpus = [_cocte(CTES[:k] + CTES[k + 1:], f) for k in range(len(CTES)) for f in FINALS]
-    t.train_from_iterator(corpus * 5, trainers.BpeTrainer(vocab_size=400, special_tokens=["<eos>", "<pad>"],
-                                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    corpus = [_cocte(CTES[:k] + CTES[k + 1 :], f) for k in range(len(CTES)) for f in FINALS]
+    t.train_from_iterator(
+        corpus * 5,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=["<eos>", "<pad>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     return PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<eos>", pad_token="<pad>")
 
 
@@ -70,6 +87,7 @@ def tok(request):
 
 
 # --- the released code, transcribed into torch -------------------------------------------------------------
+
 
 def released_rm_scores(tokenizer, responses, attention_mask, scores):
     """fsdp_workers._expand_to_token_level_steps (response part): [B, L] float32 PRM scores on anchor tokens."""
@@ -109,7 +127,7 @@ def released_token_rewards(rm_scores, attention_mask, outcomes, rm_coef):
     for i in range(filled.shape[0]):
         start = 0
         for pos in torch.nonzero(filled[i], as_tuple=True)[0].tolist():
-            filled[i, start:pos + 1] = filled[i, pos].item()
+            filled[i, start : pos + 1] = filled[i, pos].item()
             start = pos + 1
     reward = filled
     score = torch.tensor(outcomes, dtype=torch.float32)
@@ -152,8 +170,8 @@ def released_pipeline(tokenizer, id_rows, scores, outcomes, group_size, rm_coef)
     responses = torch.full((len(id_rows), width), tokenizer.pad_token_id, dtype=torch.long)
     mask = torch.zeros((len(id_rows), width), dtype=torch.long)
     for i, r in enumerate(id_rows):
-        responses[i, :len(r)] = torch.tensor(r)
-        mask[i, :len(r)] = 1
+        responses[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
     rm = released_rm_scores(tokenizer, responses, mask, scores)
     rewards = released_token_rewards(rm, mask, outcomes, rm_coef)
     index = [i // group_size for i in range(len(id_rows))]
@@ -161,6 +179,7 @@ def released_pipeline(tokenizer, id_rows, scores, outcomes, group_size, rm_coef)
 
 
 # --- batches -----------------------------------------------------------------------------------------------
+
 
 def _response_ids(tok, rng):
     """Ids of one sampled completion: 0-3 CTE steps (repeats allowed) and a final query; EOS, or cut off
@@ -171,7 +190,7 @@ def _response_ids(tok, rng):
     u = rng.uniform()
     if u < 0.2:
         cuts = [n for n in range(2, len(ids)) if not tok.decode(ids[:n])[-1].isspace()]
-        ids = ids[:int(rng.choice(cuts))]
+        ids = ids[: int(rng.choice(cuts))]
     elif u < 0.4:
         pass  # cut at max length right at the end: no EOS
     else:
@@ -237,14 +256,19 @@ def test_released_variant_matches_the_released_code_per_token(tok, group_size, r
 
 def test_the_random_batches_cover_the_cases(tok):
     """The seeded draws above do exercise repeats, exact-zero scores, both advantage branches, truncation."""
-    seen = {"zero_score": False, "repeat": False, "no_eos": False, "positive": False, "negative": False,
-            "above_one": False}
+    seen = {
+        "zero_score": False,
+        "repeat": False,
+        "no_eos": False,
+        "positive": False,
+        "negative": False,
+        "above_one": False,
+    }
     for group_size in (2, 3, 5, 8):
         for rm_coef in (1.0, 0.5):
             rng = np.random.default_rng([group_size, int(rm_coef * 10), tok.vocab_size])
             ids, comps, scores, outcomes, _ = _batch(tok, rng, 3, group_size)
-            ours = process_token_advantages(comps, scores, outcomes, group_size, variant="released",
-                                            rm_coef=rm_coef)
+            ours = process_token_advantages(comps, scores, outcomes, group_size, variant="released", rm_coef=rm_coef)
             for row, s, o, a in zip(ids, scores, outcomes, ours):
                 seen["zero_score"] |= 0.0 in s
                 seen["repeat"] |= len(set(s)) < len(s)
@@ -261,11 +285,13 @@ def test_separator_tokens_carry_the_next_steps_value(tok):
     ids = [tok(t, add_special_tokens=False).input_ids + [tok.eos_token_id] for t in texts]
     comps = [decode_with_offsets(tok, r, [tok.eos_token_id]) for r in ids]
     scores, outcomes = [[0.9, 0.2, 0.6], [0.3, 0.8]], [1.0, 0.0]
-    rewards = [released_rewards(s, released_step_anchors(c.text, c.offsets), len(c.offsets), o)
-               for c, s, o in zip(comps, scores, outcomes)]
+    rewards = [
+        released_rewards(s, released_step_anchors(c.text, c.offsets), len(c.offsets), o)
+        for c, s, o in zip(comps, scores, outcomes)
+    ]
     ref_rewards, _, _ = released_pipeline(tok, ids, scores, outcomes, 2, 1.0)
     for i, r in enumerate(rewards):
-        np.testing.assert_allclose(r, ref_rewards[i, :len(ids[i])].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(r, ref_rewards[i, : len(ids[i])].numpy(), rtol=1e-6)
     c, r = comps[0], rewards[0]
     pieces = [c.text[s:e] for s, e in c.offsets]
     first_sep = c.text.index("\n\n")
@@ -305,12 +331,15 @@ def test_step_level_released_variant_is_the_token_level_one_with_one_token_per_s
     out = [0.0, 0.0, 1.0, 1.0]
     for rm in (1.0, 0.5, 0.0):
         adv = process_advantages(steps, out, 2, variant="released", rm_coef=rm)
-        rewards = released_token_rewards(torch.tensor([[0.5, 0.5, 0.8], [0.0, 0.3, 0.0], [0.2, 0.0, 0.0],
-                                                       [0.9, 0.1, 0.0]]),
-                                         torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 0], [1, 1, 0]]), out, rm)
+        rewards = released_token_rewards(
+            torch.tensor([[0.5, 0.5, 0.8], [0.0, 0.3, 0.0], [0.2, 0.0, 0.0], [0.9, 0.1, 0.0]]),
+            torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 0], [1, 1, 0]]),
+            out,
+            rm,
+        )
         ref = released_grpo_process_advantage(rewards, [0, 0, 1, 1])
         for i, a in enumerate(adv):
-            np.testing.assert_allclose(a, ref[i, :len(steps[i])].numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(a, ref[i, : len(steps[i])].numpy(), rtol=1e-5, atol=1e-6)
     # rm 1: [0.0, 0.3] fills to [0.3, 0.3]; [0.2, 0.0] + 1 keeps the outcome after its last nonzero score
     r = released_rewards([0.2, 0.0], [0, 1], 2, 1.0)
     assert r.tolist() == pytest.approx([1.2, 1.0])
@@ -353,21 +382,34 @@ def test_rl_config_and_step_rewards_pass_rm_coef(tok):
 
     class FixedPRM:
         def score(self, prompts, responses):
-            return [[0.8, 0.3][:len(r.split("\n\n"))] for r in responses]
+            return [[0.8, 0.3][: len(r.split("\n\n"))] for r in responses]
 
     texts = [_cocte(CTES[:1], FINALS[1]), FINALS[3]]
     ids = [tok(t, add_special_tokens=False).input_ids + [tok.eos_token_id] for t in texts]
     comps = [decode_with_offsets(tok, i, [tok.eos_token_id]) for i in ids]
-    out = Outcomes(rewards=np.array([1.0, 0.0], np.float32), executable=np.array([True, True]),
-                   gold_ok=np.array([True, True]), results=((None, None), (None, None)))
-    ro = Rollouts(prompt_ids=[[1, 2], [1, 2]], token_ids=ids, logprobs=[[-1.0] * len(i) for i in ids],
-                  records=[{"prompt": "q"}] * 2, completions=comps, outcomes=out, clauses=[None, None],
-                  tokens=sum(map(len, ids)), sample_seconds=1.0, wait_seconds=0.0)
+    out = Outcomes(
+        rewards=np.array([1.0, 0.0], np.float32),
+        executable=np.array([True, True]),
+        gold_ok=np.array([True, True]),
+        results=((None, None), (None, None)),
+    )
+    ro = Rollouts(
+        prompt_ids=[[1, 2], [1, 2]],
+        token_ids=ids,
+        logprobs=[[-1.0] * len(i) for i in ids],
+        records=[{"prompt": "q"}] * 2,
+        completions=comps,
+        outcomes=out,
+        clauses=[None, None],
+        tokens=sum(map(len, ids)),
+        sample_seconds=1.0,
+        wait_seconds=0.0,
+    )
     rl = RLConfig(algorithm="grpo", advantage_variant="released", samples_per_prompt=2, rm_coef=0.0)
     upd = get_algorithm("grpo").update(ro, FixedPRM().score(None, texts), rl)
     batch = train_batch(ro, upd, group_size=2, length=96, pad_id=0, completion_length=None)
     exp = process_token_advantages(comps, [[0.8, 0.3], [0.8]], [1.0, 0.0], 2, variant="released", rm_coef=0.0)
     for row, e in enumerate(exp):
-        np.testing.assert_allclose(batch.advantages[row, 2:2 + len(e)], e, rtol=1e-6)
+        np.testing.assert_allclose(batch.advantages[row, 2 : 2 + len(e)], e, rtol=1e-6)
     assert batch.advantages[0].nonzero()[0].tolist() == [2 + len(ids[0]) - 1]  # EOS only
     np.testing.assert_allclose(upd.rewards, [1.0, 0.0])  # rm_coef * PR + OR

@@ -37,8 +37,9 @@ def test_masked_whiten_statistics():
 
 def test_outcome_at_last_token():
     mask = jnp.array([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
-    np.testing.assert_array_equal(outcome_token_rewards(jnp.array([1.0, 2.0, 3.0]), mask),
-                                  [[0, 0, 1, 0], [2, 0, 0, 0], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(
+        outcome_token_rewards(jnp.array([1.0, 2.0, 3.0]), mask), [[0, 0, 1, 0], [2, 0, 0, 0], [0, 0, 0, 0]]
+    )
 
 
 def test_kl_in_reward():

@@ -1,5 +1,6 @@
 """Rewards of hand-made rollouts: token offsets of sampled ids, step advantages on step tokens, outcome z-scores,
 execution outcomes and EXPO-SQL clause rewards on clause tokens (real SQLite, real worker pool)."""
+
 import sqlite3
 
 import numpy as np
@@ -22,8 +23,10 @@ from rewardsql_jax.rewards.rollout_rewards import (
 from rewardsql_jax.sql import ExecutorPool
 from rewardsql_jax.sql.clause_rewards import RewardOptions
 
-COCTE = ("WITH old AS (\n  SELECT name, age FROM singer WHERE age > 30\n),\n\n"
-         "names AS (\n  SELECT name FROM old\n)\n\nSELECT COUNT(*) FROM names")
+COCTE = (
+    "WITH old AS (\n  SELECT name, age FROM singer WHERE age > 30\n),\n\n"
+    "names AS (\n  SELECT name FROM old\n)\n\nSELECT COUNT(*) FROM names"
+)
 SHORT = "WITH t AS (SELECT name FROM singer)\n\nSELECT name FROM t"
 GOLD = "SELECT name FROM singer WHERE age > 30"
 WRONG_WHERE = "SELECT name FROM singer WHERE age > 60"
@@ -34,8 +37,9 @@ def tok():
     t = Tokenizer(models.BPE())
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     t.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<eos>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     t.train_from_iterator([COCTE, SHORT, GOLD, WRONG_WHERE] * 10, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<eos>")
 
@@ -44,8 +48,10 @@ def tok():
 def db(tmp_path_factory):
     path = tmp_path_factory.mktemp("db") / "singers.sqlite"
     conn = sqlite3.connect(path)
-    conn.executescript("CREATE TABLE singer (name TEXT, age INTEGER);"
-                       "INSERT INTO singer VALUES ('a', 25), ('b', 35), ('c', 45), ('d', 70);")
+    conn.executescript(
+        "CREATE TABLE singer (name TEXT, age INTEGER);"
+        "INSERT INTO singer VALUES ('a', 25), ('b', 35), ('c', 45), ('d', 70);"
+    )
     conn.commit()
     conn.close()
     return str(path)
@@ -209,6 +215,7 @@ def test_execution_outcomes_follow_the_runs_ex_rule(pool, db):
     not the BIRD set rule; clause rewards get the matching ``ordered_bag`` rule."""
     from rewardsql_jax.rewards.rollout_rewards import clause_reward_options
     from rewardsql_jax.sql import exec_match
+
     gold = "SELECT name FROM singer ORDER BY age DESC"
     preds = ["SELECT name FROM singer ORDER BY age ASC", "SELECT name FROM singer ORDER BY age DESC"]
     bird = execution_outcomes(pool, [db, db], preds, [gold, gold], mode="bird")

@@ -1,4 +1,5 @@
 """Token alignment of step scores / clause rewards with a real HF fast tokenizer trained offline."""
+
 import dataclasses
 
 import numpy as np
@@ -20,8 +21,10 @@ from rewardsql_jax.rewards.token_align import (
 )
 from rewardsql_jax.sql.cocte import split_cocte
 
-COCTE = ("WITH old AS (\n  SELECT name, age FROM singer WHERE age > 30\n),\n\n"
-         "names AS (\n  SELECT name FROM old\n)\n\nSELECT COUNT(*) FROM names")
+COCTE = (
+    "WITH old AS (\n  SELECT name, age FROM singer WHERE age > 30\n),\n\n"
+    "names AS (\n  SELECT name FROM old\n)\n\nSELECT COUNT(*) FROM names"
+)
 OTHER = "WITH t AS (SELECT country FROM singer)\n\nSELECT DISTINCT country FROM t ORDER BY country"
 
 
@@ -31,8 +34,9 @@ def hf_tokenizer(request):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=request.param)
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<eos>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=320, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator([COCTE, OTHER, "SELECT name FROM singer WHERE age > 30 GROUP BY name"] * 10, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
 
@@ -72,7 +76,9 @@ def test_segments_tile_the_text_and_follow_steps():
     spans = cocte_step_spans(COCTE)
     assert [COCTE[s:e] for s, e in spans] == [
         "WITH old AS (\n  SELECT name, age FROM singer WHERE age > 30\n),\n\n",
-        "names AS (\n  SELECT name FROM old\n)", "\n\nSELECT COUNT(*) FROM names"]
+        "names AS (\n  SELECT name FROM old\n)",
+        "\n\nSELECT COUNT(*) FROM names",
+    ]
     assert cocte_step_spans("SELECT 1") == [(0, 8)]
     assert blank_line_spans("a\n\nb\n\nc") == [(0, 3), (3, 6), (6, 7)]
 
@@ -134,7 +140,7 @@ def test_batched_padding_and_mask(hf_tokenizer):
     assert isinstance(tv, TokenValues) and tv.values.shape == (2, 128) and tv.values.dtype == np.float32
     assert tv.mask.sum(axis=1).tolist() == [len(o) for o in offs]
     assert np.all(tv.values[~tv.mask] == 0.0)
-    np.testing.assert_array_equal(tv.values[1, :len(offs[1])], cocte_token_values(OTHER, offs[1], [0.2, 0.6]))
+    np.testing.assert_array_equal(tv.values[1, : len(offs[1])], cocte_token_values(OTHER, offs[1], [0.2, 0.6]))
     tv2 = batch_token_values(offs, [[(0, 10, 1.0)], [(0, 4, 3.0)]])
     assert tv2.values.shape == (2, max(len(o) for o in offs)) and tv2.values[1, 0] == 3.0
     with pytest.raises(ValueError, match="pad_to"):

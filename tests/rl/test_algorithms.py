@@ -1,5 +1,6 @@
 """Each registered online algorithm on hand-made rollouts: which reward feeds which batch field; the registry,
 loss resolution and the algorithms' config checks."""
+
 import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -19,8 +20,12 @@ def tok():
     t = Tokenizer(models.BPE())
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     t.decoder = decoders.ByteLevel()
-    t.train_from_iterator(TEXTS * 5, trainers.BpeTrainer(vocab_size=280, special_tokens=["<eos>"],
-                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    t.train_from_iterator(
+        TEXTS * 5,
+        trainers.BpeTrainer(
+            vocab_size=280, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     return PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<eos>")
 
 
@@ -28,22 +33,27 @@ class FixedPRM:
     """Test double of PRMScorer: one score per "\\n\\n" block, 0.8 then 0.3."""
 
     def score(self, prompts, responses):
-        return [[0.8, 0.3][:len(r.split("\n\n"))] for r in responses]
+        return [[0.8, 0.3][: len(r.split("\n\n"))] for r in responses]
 
 
 class StepRewards:
     """An algorithm's update of the rollouts and the train batch it becomes."""
 
-    def __init__(self, algorithm, variant, ro, *, group_size, scorer, length, pad_id, completion_length=None,
-                 rm_coef=1.0):
+    def __init__(
+        self, algorithm, variant, ro, *, group_size, scorer, length, pad_id, completion_length=None, rm_coef=1.0
+    ):
         rl = RLConfig(algorithm=algorithm, advantage_variant=variant, samples_per_prompt=group_size, rm_coef=rm_coef)
         algo = get_algorithm(algorithm)
-        self.step_scores = (scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
-                            if algo.needs_prm else None)
+        self.step_scores = (
+            scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+            if algo.needs_prm
+            else None
+        )
         update = algo.update(ro, self.step_scores, rl)
         self.rewards = update.rewards
-        self.batch = train_batch(ro, update, group_size=group_size, length=length, pad_id=pad_id,
-                                 completion_length=completion_length)
+        self.batch = train_batch(
+            ro, update, group_size=group_size, length=length, pad_id=pad_id, completion_length=completion_length
+        )
 
 
 step_rewards = StepRewards
@@ -52,12 +62,25 @@ step_rewards = StepRewards
 def _rollouts(tok):
     ids = [tok(t, add_special_tokens=False).input_ids + [tok.eos_token_id] for t in TEXTS]
     comps = [decode_with_offsets(tok, i, [tok.eos_token_id]) for i in ids]
-    out = Outcomes(rewards=np.array([1.0, 0.0], np.float32), executable=np.array([True, True]),
-                   gold_ok=np.array([True, True]), results=((None, None), (None, None)))
+    out = Outcomes(
+        rewards=np.array([1.0, 0.0], np.float32),
+        executable=np.array([True, True]),
+        gold_ok=np.array([True, True]),
+        results=((None, None), (None, None)),
+    )
     clauses = [ClauseRewards("correct", (Clause("SELECT", 0, len(TEXTS[0]), 1.5),), frozenset(), 2), None]
-    return Rollouts(prompt_ids=[[1, 2], [1, 2]], token_ids=ids, logprobs=[[-1.0] * len(i) for i in ids],
-                    records=[{"prompt": "q"}] * 2, completions=comps, outcomes=out, clauses=clauses,
-                    tokens=sum(map(len, ids)), sample_seconds=1.0, wait_seconds=0.0)
+    return Rollouts(
+        prompt_ids=[[1, 2], [1, 2]],
+        token_ids=ids,
+        logprobs=[[-1.0] * len(i) for i in ids],
+        records=[{"prompt": "q"}] * 2,
+        completions=comps,
+        outcomes=out,
+        clauses=clauses,
+        tokens=sum(map(len, ids)),
+        sample_seconds=1.0,
+        wait_seconds=0.0,
+    )
 
 
 def test_outcome_grpo_uses_per_sequence_z_scores(tok):
@@ -67,16 +90,15 @@ def test_outcome_grpo_uses_per_sequence_z_scores(tok):
     assert sr.batch.token_rewards is None and sr.rewards.tolist() == [1.0, 0.0]
 
 
-@pytest.mark.parametrize("algorithm,variant", [("grpo", "paper"), ("grpo", "released"),
-                                               ("grpo_deepseekmath", "paper")])
+@pytest.mark.parametrize("algorithm,variant", [("grpo", "paper"), ("grpo", "released"), ("grpo_deepseekmath", "paper")])
 def test_process_grpo_puts_step_advantages_on_completion_tokens(tok, algorithm, variant):
     ro = _rollouts(tok)
     sr = step_rewards(algorithm, variant, ro, group_size=2, scorer=FixedPRM(), length=64, pad_id=0)
     want_variant = variant if algorithm == "grpo" else "deepseekmath"
     expected = process_token_advantages(ro.completions, [[0.8, 0.3], [0.8]], [1.0, 0.0], 2, variant=want_variant)
     for row, exp in enumerate(expected):
-        np.testing.assert_allclose(sr.batch.advantages[row, 2:2 + len(exp)], exp, rtol=1e-6)
-        assert not sr.batch.advantages[row, 2 + len(exp):].any() and not sr.batch.advantages[row, :2].any()
+        np.testing.assert_allclose(sr.batch.advantages[row, 2 : 2 + len(exp)], exp, rtol=1e-6)
+        assert not sr.batch.advantages[row, 2 + len(exp) :].any() and not sr.batch.advantages[row, :2].any()
     pr = np.array([0.55, 0.8])
     np.testing.assert_allclose(sr.rewards, pr + [1.0, 0.0] if algorithm == "grpo" else pr, rtol=1e-6)
     assert sr.step_scores == [[0.8, 0.3], [0.8]]
@@ -87,8 +109,8 @@ def test_reinforce_pp_fills_token_rewards_from_clauses(tok):
     sr = step_rewards("reinforce_pp", "paper", ro, group_size=2, scorer=None, length=64, pad_id=0)
     n0, n1 = len(ro.token_ids[0]), len(ro.token_ids[1])
     assert sr.batch.advantages is None
-    assert (sr.batch.token_rewards[0, 2:2 + n0] == 1.5).all()  # one clause over the whole text (EOS included)
-    assert (sr.batch.token_rewards[1, 2:2 + n1] == -1.5).all()  # no clauses: the execution-error reward
+    assert (sr.batch.token_rewards[0, 2 : 2 + n0] == 1.5).all()  # one clause over the whole text (EOS included)
+    assert (sr.batch.token_rewards[1, 2 : 2 + n1] == -1.5).all()  # no clauses: the execution-error reward
     assert sr.rewards.tolist() == [1.5, -1.5]
 
 
@@ -104,31 +126,41 @@ def test_loss_options_follow_the_config():
 
 def test_rl_loss_swaps_the_loss_and_its_options():
     rl = RLConfig(algorithm="grpo_outcome", loss="grpo", loss_options={"agg": "dr_grpo"}, clip_eps=0.3)
-    assert policy_loss(rl) == ("grpo", {"clip_eps": 0.3, "beta": 0.001, "kl": "k3", "temperature": 1.0,
-                                        "agg": "dr_grpo"})
+    assert policy_loss(rl) == (
+        "grpo",
+        {"clip_eps": 0.3, "beta": 0.001, "kl": "k3", "temperature": 1.0, "agg": "dr_grpo"},
+    )
     # another loss of the family: only its own options (the grpo-specific ones are not passed to it)
     assert policy_loss(RLConfig(algorithm="grpo_outcome", loss="reinforce_pp", loss_options={"gamma": 1.0})) == (
-        "reinforce_pp", {"temperature": 1.0, "gamma": 1.0})
+        "reinforce_pp",
+        {"temperature": 1.0, "gamma": 1.0},
+    )
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(algorithm="grpoo"), "unknown rl.algorithm 'grpoo'.*grpo_outcome"),
-    (dict(loss="nope"), "unknown loss 'nope'"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(algorithm="grpoo"), "unknown rl.algorithm 'grpoo'.*grpo_outcome"),
+        (dict(loss="nope"), "unknown loss 'nope'"),
+    ],
+)
 def test_unknown_names_list_the_registered_ones(kw, match):
     with pytest.raises(ValueError, match=match):
         RLConfig(**kw)
 
 
-@pytest.mark.parametrize("rl,mesh,match", [
-    (dict(algorithm="grpo_outcome", loss="dpo"), {}, "rl.loss='dpo' is a preference loss"),
-    (dict(algorithm="reinforce_pp", loss="grpo"), {}, "only its own loss"),
-    (dict(algorithm="reinforce_pp", entropy_coef=0.001), {}, "no entropy bonus"),
-    (dict(algorithm="grpo", samples_per_prompt=1), {}, "samples_per_prompt >= 2"),
-    (dict(temperature=0.0), {}, "temperature > 0"),
-    (dict(prompts_per_step=3), dict(micro_batches=2), "must divide rl.prompts_per_step=3"),
-    (dict(algorithm="dpo", algorithm_options={"x": 1}), {}, "takes no rl.algorithm_options"),
-])
+@pytest.mark.parametrize(
+    "rl,mesh,match",
+    [
+        (dict(algorithm="grpo_outcome", loss="dpo"), {}, "rl.loss='dpo' is a preference loss"),
+        (dict(algorithm="reinforce_pp", loss="grpo"), {}, "only its own loss"),
+        (dict(algorithm="reinforce_pp", entropy_coef=0.001), {}, "no entropy bonus"),
+        (dict(algorithm="grpo", samples_per_prompt=1), {}, "samples_per_prompt >= 2"),
+        (dict(temperature=0.0), {}, "temperature > 0"),
+        (dict(prompts_per_step=3), dict(micro_batches=2), "must divide rl.prompts_per_step=3"),
+        (dict(algorithm="dpo", algorithm_options={"x": 1}), {}, "takes no rl.algorithm_options"),
+    ],
+)
 def test_cross_field_rl_checks_fail_when_the_config_is_built(rl, mesh, match):
     """Checked by RunConfig (after every override), before any stage runs."""
     with pytest.raises(ValueError, match=match):
@@ -136,8 +168,9 @@ def test_cross_field_rl_checks_fail_when_the_config_is_built(rl, mesh, match):
     RunConfig(rl=RLConfig(**rl), mesh=MeshConfig(**mesh), stages=("cold_start", "sft"))  # no rl stage: not checked
 
 
-@pytest.mark.parametrize("algorithm,field", [("grpo_outcome", "advantages"), ("grpo", "advantages"),
-                                             ("reinforce_pp", "token_rewards")])
+@pytest.mark.parametrize(
+    "algorithm,field", [("grpo_outcome", "advantages"), ("grpo", "advantages"), ("reinforce_pp", "token_rewards")]
+)
 def test_shared_prefix_batch_holds_the_same_values_completion_aligned(tok, algorithm, field):
     ro = _rollouts(tok)
     kw = dict(group_size=2, scorer=FixedPRM(), length=64, pad_id=0)
@@ -151,7 +184,7 @@ def test_shared_prefix_batch_holds_the_same_values_completion_aligned(tok, algor
     for row, ids in enumerate(ro.token_ids):
         n = len(ids)
         np.testing.assert_array_equal(g.completion_ids[0, row, :n], ids)
-        np.testing.assert_array_equal(g.old_logprobs[0, row, :n], flat.batch.old_logprobs[row, 2:2 + n])
-        want = f_values[row] if f_values.ndim == 1 else f_values[row, 2:2 + n]
+        np.testing.assert_array_equal(g.old_logprobs[0, row, :n], flat.batch.old_logprobs[row, 2 : 2 + n])
+        want = f_values[row] if f_values.ndim == 1 else f_values[row, 2 : 2 + n]
         got = g_values[0, row] if g_values.ndim == 2 else g_values[0, row, :n]
         np.testing.assert_array_equal(got, want)

@@ -1,4 +1,5 @@
 """DAPO dynamic sampling: which groups count as informative, and which rows the batch keeps."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """Tiny random transformers Qwen2 models and their weight-identical JAX twins for sampler tests."""
+
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -14,9 +15,19 @@ def tiny_hf_config(**overrides):
     argmax decisions are not near-ties decided by float rounding."""
     from transformers import Qwen2Config
 
-    kw = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0, tie_word_embeddings=False,
-              initializer_range=0.2, use_sliding_window=False)
+    kw = dict(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+        use_sliding_window=False,
+    )
     kw.update(overrides)
     return Qwen2Config(**kw)
 
@@ -48,7 +59,16 @@ def torch_and_jax():
 @pytest.fixture(scope="session")
 def tiny_model():
     """A random JAX Qwen2 model (vocab 64) for tests that need no torch reference."""
-    cfg = ModelConfig(model_type="qwen2", vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, attention_bias=True,
-                      max_position_embeddings=128)
+    cfg = ModelConfig(
+        model_type="qwen2",
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        attention_bias=True,
+        max_position_embeddings=128,
+    )
     return build_model(cfg, seed=1)

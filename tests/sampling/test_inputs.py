@@ -1,4 +1,5 @@
 """Prompt padding/bucketing and argument checks of the sampler (host side)."""
+
 import numpy as np
 import pytest
 
@@ -14,7 +15,17 @@ def _pad(prompts, **kw):
 
 
 def test_bucket_length():
-    assert [bucket_length(n) for n in (1, 16, 17, 100, 128, 129, 512, 513, 1500)] == [16, 16, 32, 128, 128, 256, 512, 1024, 1536]
+    assert [bucket_length(n) for n in (1, 16, 17, 100, 128, 129, 512, 513, 1500)] == [
+        16,
+        16,
+        32,
+        128,
+        128,
+        256,
+        512,
+        1024,
+        1536,
+    ]
 
 
 def test_left_padding_one_row_per_prompt_and_cache_size():
@@ -34,13 +45,16 @@ def test_max_cache_len_fixes_the_cache():
     assert b.cache_len == 20 and b.ids.shape[1] == 12 and b.mask[0].sum() == 10
 
 
-@pytest.mark.parametrize("prompts,match", [
-    ([], "prompt_ids is empty"),
-    ([[1, 2], []], "prompt 1 is empty"),
-    ([1, 2, 3], "flat list of ints"),
-    ([[1, 200]], "outside the vocabulary"),
-    ([[-1]], "outside the vocabulary"),
-])
+@pytest.mark.parametrize(
+    "prompts,match",
+    [
+        ([], "prompt_ids is empty"),
+        ([[1, 2], []], "prompt 1 is empty"),
+        ([1, 2, 3], "flat list of ints"),
+        ([[1, 200]], "outside the vocabulary"),
+        ([[-1]], "outside the vocabulary"),
+    ],
+)
 def test_bad_prompts(prompts, match):
     with pytest.raises(ValueError, match=match):
         _pad(prompts)
@@ -53,15 +67,18 @@ def test_prompt_too_long_for_cache_or_positions():
         _pad([[1] * 10], max_new_tokens=8, max_positions=17)
 
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(temperature=-0.1), "temperature"),
-    (dict(temperature=float("nan")), "temperature"),
-    (dict(top_p=0.0), "top_p"),
-    (dict(top_p=1.5), "top_p"),
-    (dict(top_k=-1), "top_k"),
-    (dict(num_samples=0), "num_samples"),
-    (dict(max_new_tokens=0), "max_new_tokens"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(temperature=-0.1), "temperature"),
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(top_k=-1), "top_k"),
+        (dict(num_samples=0), "num_samples"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+    ],
+)
 def test_bad_options(bad, match):
     check_options(**OK)
     with pytest.raises(ValueError, match=match):

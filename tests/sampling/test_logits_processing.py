@@ -1,4 +1,5 @@
 """Top-k / top-p filters against transformers' warpers, and sampling statistics on fixed logits."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -92,7 +93,9 @@ def test_sampling_with_filters_matches_renormalised_distribution():
     n, v, k, p = 20000, 32, 8, 0.7
     row = np.random.default_rng(3).normal(size=v).astype(np.float32) * 1.5
     logits = jnp.broadcast_to(jnp.asarray(row), (n, v))
-    tok, logp = sample_tokens(jax.random.key(2), logits, temperature=1.0, greedy=False, top_k=k, top_p=p, use_top_p=True)
+    tok, logp = sample_tokens(
+        jax.random.key(2), logits, temperature=1.0, greedy=False, top_k=k, top_p=p, use_top_p=True
+    )
     filtered = np.asarray(filter_logits(jnp.asarray(row)[None], top_k=k, top_p=p, use_top_p=True))[0]
     probs = np.asarray(jax.nn.softmax(jnp.asarray(filtered)))
     assert 1 < (probs > 0).sum() < k

@@ -1,4 +1,5 @@
 """End-to-end ``generate``: parity with transformers, log-probs, EOS, ordering, seeds, recompiles, errors."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,11 +18,18 @@ def _hf_greedy(tm, prompts, n_new, pad_id=0):
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p)
+        mask[i, width - len(p) :] = 1
     with torch.no_grad():
-        out = tm.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n_new, min_new_tokens=n_new,
-                          do_sample=False, pad_token_id=pad_id, eos_token_id=None)
+        out = tm.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=n_new,
+            min_new_tokens=n_new,
+            do_sample=False,
+            pad_token_id=pad_id,
+            eos_token_id=None,
+        )
     return out[:, width:].tolist()
 
 
@@ -34,9 +42,9 @@ def _reference_logits(model, prompts, new_tokens):
     ids = np.zeros((len(seqs), width), np.int32)
     mask = np.zeros((len(seqs), width), bool)
     for i, q in enumerate(seqs):
-        ids[i, :len(q)], mask[i, :len(q)] = q, True
+        ids[i, : len(q)], mask[i, : len(q)] = q, True
     logits = np.asarray(model(jnp.asarray(ids), jnp.asarray(mask)))
-    return [logits[i, len(p) - 1:len(p) - 1 + len(t)] for i, (p, t) in enumerate(zip(prompts, new_tokens))]
+    return [logits[i, len(p) - 1 : len(p) - 1 + len(t)] for i, (p, t) in enumerate(zip(prompts, new_tokens))]
 
 
 def _reference_logprobs(model, prompts, new_tokens, temperature):
@@ -68,8 +76,9 @@ def test_greedy_with_fixed_cache_len_is_the_same(torch_and_jax):
 @pytest.mark.parametrize("temperature,top_k,top_p", [(0.0, 0, 1.0), (0.7, 0, 1.0), (1.3, 10, 0.9)])
 def test_logprobs_match_full_forward(torch_and_jax, temperature, top_k, top_p):
     _, jm = torch_and_jax
-    res = generate(jm, PROMPTS[:3], max_new_tokens=12, temperature=temperature, top_k=top_k, top_p=top_p,
-                   num_samples=2, seed=4)
+    res = generate(
+        jm, PROMPTS[:3], max_new_tokens=12, temperature=temperature, top_k=top_k, top_p=top_p, num_samples=2, seed=4
+    )
     prompts = [PROMPTS[row // 2] for row in range(6)]
     ref = _reference_logprobs(jm, prompts, res.tokens, temperature)
     for toks, lps, want in zip(res.tokens, res.logprobs, ref):
@@ -83,8 +92,11 @@ def test_top_k_and_top_p_never_emit_excluded_tokens(torch_and_jax):
         res = generate(jm, PROMPTS[:2], max_new_tokens=8, temperature=1.0, num_samples=16, seed=1, **kw)
         prompts = [PROMPTS[row // 16] for row in range(32)]
         for toks, logits in zip(res.tokens, _reference_logits(jm, prompts, res.tokens)):
-            allowed = np.isfinite(np.asarray(filter_logits(logits, top_k=kw.get("top_k", 0), top_p=kw.get("top_p", 1.0),
-                                                          use_top_p="top_p" in kw)))
+            allowed = np.isfinite(
+                np.asarray(
+                    filter_logits(logits, top_k=kw.get("top_k", 0), top_p=kw.get("top_p", 1.0), use_top_p="top_p" in kw)
+                )
+            )
             assert allowed[np.arange(len(toks)), toks].all(), kw
 
 
@@ -123,7 +135,7 @@ def test_eos_stops_each_row_with_two_eos_ids(torch_and_jax):
     for toks_free, toks, fin in zip(free, res.tokens, res.finished):
         hits = [i for i, t in enumerate(toks_free) if t in (eos_a, eos_b)]
         if hits:
-            assert toks == toks_free[:hits[0] + 1] and fin  # EOS included, nothing after it
+            assert toks == toks_free[: hits[0] + 1] and fin  # EOS included, nothing after it
         else:
             assert toks == toks_free and not fin
     assert res.finished[0] and res.finished[1] and len(res.tokens[0]) <= 4 and len(res.tokens[1]) <= 6
@@ -166,24 +178,32 @@ def test_same_shapes_do_not_recompile(torch_and_jax):
     generate(jm, [[1, 2, 3], [4, 5]], seed=0, eos_token_id=3, **kw)
     before = dict(sampler.TRACE_COUNTS)
     # other contents, lengths in the same bucket, seed, temperature, top_p, eos ids and max_new_tokens <= 16
-    generate(jm, [[9, 8, 7, 6], [5]], seed=1, eos_token_id=[4, 5], **{**kw, "temperature": 1.1, "top_p": 0.5,
-                                                                      "max_new_tokens": 12})
+    generate(
+        jm,
+        [[9, 8, 7, 6], [5]],
+        seed=1,
+        eos_token_id=[4, 5],
+        **{**kw, "temperature": 1.1, "top_p": 0.5, "max_new_tokens": 12},
+    )
     assert dict(sampler.TRACE_COUNTS) == before
     generate(jm, [[9, 8, 7, 6], [5]], **{**kw, "top_k": 6})  # top_k is static: one more trace each
     assert sampler.TRACE_COUNTS["decode"] == before["decode"] + 1
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(prompt_ids=[]), "prompt_ids is empty"),
-    (dict(prompt_ids=[[1], []]), "prompt 1 is empty"),
-    (dict(temperature=-1.0), "temperature"),
-    (dict(top_p=0.0), "top_p"),
-    (dict(top_p=2.0), "top_p"),
-    (dict(num_samples=0), "num_samples"),
-    (dict(max_cache_len=10), "max_cache_len=10"),
-    (dict(max_new_tokens=300), "max_position_embeddings"),
-    (dict(eos_token_id=[1, 500]), "eos_token_id"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(prompt_ids=[]), "prompt_ids is empty"),
+        (dict(prompt_ids=[[1], []]), "prompt 1 is empty"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=2.0), "top_p"),
+        (dict(num_samples=0), "num_samples"),
+        (dict(max_cache_len=10), "max_cache_len=10"),
+        (dict(max_new_tokens=300), "max_position_embeddings"),
+        (dict(eos_token_id=[1, 500]), "eos_token_id"),
+    ],
+)
 def test_bad_input_gives_clear_error(tiny_model, kw, match):
     args = dict(prompt_ids=[[1, 2, 3]], max_new_tokens=8)
     args.update(kw)
@@ -196,10 +216,12 @@ def test_decode_state_is_donated(tiny_model):
 
     from rewardsql_jax.sampling.inputs import pad_prompts
 
-    b = pad_prompts([[1, 2, 3]], num_samples=2, pad_id=0, max_new_tokens=4, max_cache_len=None, max_positions=128,
-                    vocab_size=64)
-    opts = sampler.SamplerOptions(greedy=True, top_k=0, use_top_p=False, cache_len=b.cache_len,
-                                  gen_capacity=b.gen_capacity)
+    b = pad_prompts(
+        [[1, 2, 3]], num_samples=2, pad_id=0, max_new_tokens=4, max_cache_len=None, max_positions=128, vocab_size=64
+    )
+    opts = sampler.SamplerOptions(
+        greedy=True, top_k=0, use_top_p=False, cache_len=b.cache_len, gen_capacity=b.gen_capacity
+    )
     g, s = nnx.split(tiny_model)
     one, eos, pad = jnp.float32(1.0), jnp.full((4,), -1, jnp.int32), jnp.int32(0)
     st = sampler.prefill(g, s, b.ids, b.mask, b.lengths, jax.random.key(0), one, one, eos, pad, opts=opts)

@@ -1,4 +1,5 @@
 """Generic MCTS / PUCT (rewardsql_jax.search.mcts): score formulas, selection, backpropagation, convergence."""
+
 from __future__ import annotations
 
 import math
@@ -23,13 +24,17 @@ TARGET = ("b", "c", "a")
 
 def _word_problem(target=TARGET, alphabet=("a", "b", "c"), transitions=None):
     """Spell a word of len(target) letters; reward = fraction of positions matching ``target``."""
+
     def transition(state, action):
         if transitions is not None:
             transitions.append((state, action))
         return state + (action,)
 
-    return SearchProblem(actions=lambda s: () if len(s) == len(target) else alphabet, transition=transition,
-                         reward=lambda s: sum(x == y for x, y in zip(s, target)) / len(target))
+    return SearchProblem(
+        actions=lambda s: () if len(s) == len(target) else alphabet,
+        transition=transition,
+        reward=lambda s: sum(x == y for x, y in zip(s, target)) / len(target),
+    )
 
 
 def test_puct_and_uct_formulas():
@@ -42,8 +47,9 @@ def test_puct_and_uct_formulas():
 def _parent(children):
     parent = Node(state=(), materialised=True, expanded=True, visits=sum(v for _, v, _, _ in children) + 1)
     for action, visits, value_sum, prior in children:
-        parent.children[action] = Node(action=action, prior=prior, parent=parent, visits=visits,
-                                       value_sum=value_sum, depth=1)
+        parent.children[action] = Node(
+            action=action, prior=prior, parent=parent, visits=visits, value_sum=value_sum, depth=1
+        )
     return parent
 
 
@@ -110,8 +116,12 @@ def test_deterministic_given_seed_and_lazy_transitions():
 
 
 def test_priors_steer_puct_when_values_are_equal():
-    flat = SearchProblem(actions=lambda s: () if s else ("p", "q", "r"), transition=lambda s, a: s + (a,),
-                         reward=lambda s: 0.0, priors=lambda s, acts: [0.7, 0.2, 0.1])
+    flat = SearchProblem(
+        actions=lambda s: () if s else ("p", "q", "r"),
+        transition=lambda s, a: s + (a,),
+        reward=lambda s: 0.0,
+        priors=lambda s, acts: [0.7, 0.2, 0.1],
+    )
     res = mcts_search((), flat, MCTSConfig(num_simulations=101, c=1.0))
     v = res.visit_counts
     assert v["p"] > v["q"] > v["r"] > 0
@@ -125,8 +135,12 @@ def test_custom_rollout_and_terminal_root():
         seen.append(state)
         return 1.0 if state[:1] == ("b",) else 0.0
 
-    prob = SearchProblem(actions=lambda s: () if len(s) == 3 else ("a", "b"), transition=lambda s, a: s + (a,),
-                         reward=lambda s: 0.0, rollout=rollout)
+    prob = SearchProblem(
+        actions=lambda s: () if len(s) == 3 else ("a", "b"),
+        transition=lambda s, a: s + (a,),
+        reward=lambda s: 0.0,
+        rollout=rollout,
+    )
     res = mcts_search((), prob, MCTSConfig(num_simulations=30, c=0.5))
     assert res.best_action == "b" and seen
     done = mcts_search(("x",) * 3, prob, MCTSConfig(num_simulations=30))
@@ -138,12 +152,17 @@ def test_bad_inputs_give_clear_errors():
         MCTSConfig(selection="ucb")
     with pytest.raises(ValueError, match="num_simulations"):
         MCTSConfig(num_simulations=0)
-    bad = SearchProblem(actions=lambda s: () if s else ("a", "b"), transition=lambda s, a: s + (a,),
-                        reward=lambda s: 0.0, priors=lambda s, acts: [1.0])
+    bad = SearchProblem(
+        actions=lambda s: () if s else ("a", "b"),
+        transition=lambda s, a: s + (a,),
+        reward=lambda s: 0.0,
+        priors=lambda s, acts: [1.0],
+    )
     with pytest.raises(ValueError, match="priors"):
         mcts_search((), bad, MCTSConfig(num_simulations=3))
-    dup = SearchProblem(actions=lambda s: () if s else ("a", "a"), transition=lambda s, a: s + (a,),
-                        reward=lambda s: 0.0)
+    dup = SearchProblem(
+        actions=lambda s: () if s else ("a", "a"), transition=lambda s, a: s + (a,), reward=lambda s: 0.0
+    )
     with pytest.raises(ValueError, match="duplicate"):
         mcts_search((), dup, MCTSConfig(num_simulations=3))
 

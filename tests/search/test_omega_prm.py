@@ -1,4 +1,5 @@
 """OmegaPRM step labelling (rewardsql_jax.search.omega_prm) on a fake deterministic world (no model)."""
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,7 @@ class World:
         m = len(prefix)
         wrong = [tuple(f"w{m}_{j}_{i}" for i in range(m, len(self.gold))) or (f"w{m}_{j}",) for j in range(k)]
         if prefix == self.gold[:m]:
-            return [self.gold[m:]] * min(self.good, k) + wrong[:k - min(self.good, k)]
+            return [self.gold[m:]] * min(self.good, k) + wrong[: k - min(self.good, k)]
         return wrong
 
     def is_correct(self, steps: tuple) -> bool:
@@ -50,8 +51,12 @@ def _searched(result):
 def test_binary_search_finds_first_wrong_step_in_log_n(n):
     for w in range(n):
         world = World(n)
-        res = label_rollouts([world.rollout(w)], world.complete, world.is_correct,
-                             OmegaPRMConfig(completions_per_step=4, search_budget=1))
+        res = label_rollouts(
+            [world.rollout(w)],
+            world.complete,
+            world.is_correct,
+            OmegaPRMConfig(completions_per_step=4, search_budget=1),
+        )
         (lab,) = _searched(res)
         assert lab.first_wrong == w
         assert lab.labels == (1,) * w + (0,) * (n - w)
@@ -63,11 +68,12 @@ def test_binary_search_finds_first_wrong_step_in_log_n(n):
 
 def test_mc_estimates_and_completion_labels():
     world = World(4, good=2)
-    res = label_rollouts([world.rollout(2)], world.complete, world.is_correct,
-                         OmegaPRMConfig(completions_per_step=4, search_budget=1))
+    res = label_rollouts(
+        [world.rollout(2)], world.complete, world.is_correct, OmegaPRMConfig(completions_per_step=4, search_budget=1)
+    )
     mc = {n.prefix: n.mc for n in res.nodes}
-    assert mc[()] == 0.0                      # the only given rollout is wrong
-    assert mc[world.gold[:2]] == pytest.approx(0.5)   # 2 of 4 completions reach gold
+    assert mc[()] == 0.0  # the only given rollout is wrong
+    assert mc[world.gold[:2]] == pytest.approx(0.5)  # 2 of 4 completions reach gold
     assert mc[world.rollout(2)[:3]] == 0.0
     # the correct completion found while estimating is an all-positive example
     pos = [r for r in res.labelled if r.source == "completion"]
@@ -84,10 +90,10 @@ def test_correct_rollouts_are_all_positive_and_not_searched():
 def test_q_and_u_formulas():
     cfg = OmegaPRMConfig(c_puct=0.125, alpha=0.5, beta=0.9, length_scale=500)
     assert rollout_value(1.0, 0, cfg) == pytest.approx(1.0)
-    assert rollout_value(0.5, 500, cfg) == pytest.approx(0.5 ** 0.5 * 0.9)
-    assert rollout_value(0.0, 250, cfg) == pytest.approx(0.5 * 0.9 ** 0.5)
+    assert rollout_value(0.5, 500, cfg) == pytest.approx(0.5**0.5 * 0.9)
+    assert rollout_value(0.0, 250, cfg) == pytest.approx(0.5 * 0.9**0.5)
     # U(s) = c_puct * sqrt(sum N) / (1 + N(s))
-    assert selection_score(0.25, 100, 3, 16, cfg) == pytest.approx(0.5 ** 0.75 * 0.9 ** 0.2 + 0.125 * 4 / 4)
+    assert selection_score(0.25, 100, 3, 16, cfg) == pytest.approx(0.5**0.75 * 0.9**0.2 + 0.125 * 4 / 4)
     # a less visited node gets the larger exploration bonus
     assert selection_score(0.5, 10, 0, 9, cfg) > selection_score(0.5, 10, 5, 9, cfg)
 
@@ -111,21 +117,26 @@ def test_selection_prefers_short_rollouts_then_high_mc_nodes():
 
 
 def test_wrong_node_adds_no_candidates_and_budget_bounds_iterations():
-    world = World(8, good=0)    # nothing ever reaches gold: every MC is 0
-    res = label_rollouts([world.rollout(0), world.rollout(0, "y")], world.complete, world.is_correct,
-                         OmegaPRMConfig(completions_per_step=3, search_budget=5))
-    assert res.iterations == 2             # only the two given rollouts were candidates
+    world = World(8, good=0)  # nothing ever reaches gold: every MC is 0
+    res = label_rollouts(
+        [world.rollout(0), world.rollout(0, "y")],
+        world.complete,
+        world.is_correct,
+        OmegaPRMConfig(completions_per_step=3, search_budget=5),
+    )
+    assert res.iterations == 2  # only the two given rollouts were candidates
     assert all(r.first_wrong == 0 and set(r.labels) == {0} for r in res.labelled)
     assert all(n.mc == 0.0 for n in res.nodes)
 
 
 def test_budget_stops_the_search():
     world = World(8, good=1)
-    res = label_rollouts([world.rollout(5)], world.complete, world.is_correct,
-                         OmegaPRMConfig(completions_per_step=4, search_budget=3))
-    assert res.iterations == 3             # completions keep the pool non-empty; the budget ends it
+    res = label_rollouts(
+        [world.rollout(5)], world.complete, world.is_correct, OmegaPRMConfig(completions_per_step=4, search_budget=3)
+    )
+    assert res.iterations == 3  # completions keep the pool non-empty; the budget ends it
     assert len(_searched(res)) == 3
-    for lab in _searched(res):             # every searched label agrees with the world's truth
+    for lab in _searched(res):  # every searched label agrees with the world's truth
         truth = next(i for i, (s, g) in enumerate(zip(lab.steps, world.gold)) if s != g)
         assert lab.first_wrong == truth
 
@@ -141,13 +152,18 @@ def test_run_searches_batches_questions_in_lockstep():
 
     def answer_batch(items):
         batches.append(sorted(i for i, _ in items))
-        return [[Rollout(r.prefix + tuple(c), worlds[i].is_correct(r.prefix + tuple(c)))
-                 for c in worlds[i].complete(r.prefix, r.k)] for i, r in items]
+        return [
+            [
+                Rollout(r.prefix + tuple(c), worlds[i].is_correct(r.prefix + tuple(c)))
+                for c in worlds[i].complete(r.prefix, r.k)
+            ]
+            for i, r in items
+        ]
 
     batched = run_searches(searches, answer_batch)
     assert [r.labelled for r in batched] == [r.labelled for r in solo]
     assert [r.mc_evaluations for r in batched] == [r.mc_evaluations for r in solo] == [2, 3, 1]
-    assert batches == [[0, 1, 2], [0, 1], [1]]   # one call per round, shrinking as searches finish
+    assert batches == [[0, 1, 2], [0, 1], [1]]  # one call per round, shrinking as searches finish
 
 
 def test_errors_are_clear():

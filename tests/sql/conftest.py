@@ -1,4 +1,5 @@
 """Shared fixtures for tests/sql: the real benchmark data folder and tiny hand-built SQLite DBs."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -65,6 +66,7 @@ def build_db(path: Path, script: str, rows: dict[str, list[tuple]] | None = None
 @pytest.fixture
 def make_db(tmp_path):
     """Factory: ``make_db(script, rows=None, name="t.sqlite") -> path`` in a fresh temp dir."""
+
     def make(script: str, rows: dict[str, list[tuple]] | None = None, name: str = "t.sqlite") -> str:
         return build_db(tmp_path / name, script, rows)
 
@@ -76,8 +78,13 @@ CREATE TABLE person (id INTEGER PRIMARY KEY, name TEXT, age INTEGER, city TEXT, 
 CREATE TABLE pet (id INTEGER PRIMARY KEY, owner_id INTEGER REFERENCES person(id), kind TEXT, weight REAL);
 """
 TINY_ROWS = {
-    "person": [(1, "Ann", 30, "Oslo", 1.5), (2, "Bob", 25, "Rome", 2.0), (3, "Cid", 30, "Oslo", None),
-               (4, "Dee", None, "Rome", 0.1), (5, "Eve", 41, None, 2.0)],
+    "person": [
+        (1, "Ann", 30, "Oslo", 1.5),
+        (2, "Bob", 25, "Rome", 2.0),
+        (3, "Cid", 30, "Oslo", None),
+        (4, "Dee", None, "Rome", 0.1),
+        (5, "Eve", 41, None, 2.0),
+    ],
     "pet": [(1, 1, "cat", 4.0), (2, 1, "dog", 12.5), (3, 2, "cat", 3.5), (4, 3, "fish", 0.2), (5, 3, "cat", 4.0)],
 }
 

@@ -1,4 +1,5 @@
 """EXPO-SQL clause-level rewards (3.2, Eqs. 1-3), Algorithm 1 (A.2) and Spider dev properties."""
+
 import sqlite3
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def db(tmp_path_factory):
 
 
 def by_kind(r: ClauseRewards, sql: str):
-    return [(c.kind, sql[c.start:c.end], c.reward, c.erroneous) for c in r.clauses]
+    return [(c.kind, sql[c.start : c.end], c.reward, c.erroneous) for c in r.clauses]
 
 
 def flagged(r: ClauseRewards) -> set[str]:
@@ -59,8 +60,11 @@ def test_wrong_where_constant_flags_where(db):
     pred = "SELECT name FROM people WHERE age > 35"
     r = clause_rewards(db, pred, "SELECT name FROM people WHERE age > 25")
     assert r.case == "incorrect" and r.diff == {"row_subset"}
-    assert by_kind(r, pred) == [("FROM", "FROM people", 0.5, False), ("WHERE", "WHERE age > 35", -0.5, True),
-                                ("SELECT", "SELECT name", 0.5, False)]
+    assert by_kind(r, pred) == [
+        ("FROM", "FROM people", 0.5, False),
+        ("WHERE", "WHERE age > 35", -0.5, True),
+        ("SELECT", "SELECT name", 0.5, False),
+    ]
     assert r.db_calls == 4  # gold, pred, FROM step, WHERE step (the SELECT step is the prediction itself)
 
 
@@ -149,7 +153,7 @@ def test_cte_inherits_the_referencing_clause(db):
     r = clause_rewards(db, pred, "SELECT name FROM people WHERE age > 25")
     assert r.case == "incorrect"
     cte, from_ = r.clauses[0], r.clauses[1]
-    assert pred[cte.start:cte.end].startswith("WITH old") and from_.kind == "FROM"
+    assert pred[cte.start : cte.end].startswith("WITH old") and from_.kind == "FROM"
     assert cte.kind == "FROM" and cte.erroneous == from_.erroneous
     assert any(c.erroneous for c in r.clauses)
 
@@ -160,8 +164,11 @@ def test_error_case_join_dropped_order_by_column(db):
     r = clause_rewards(db, pred, "SELECT T1.name FROM people AS T1 JOIN city AS c ON T1.city_id = c.id ORDER BY c.pop")
     assert r.case == "error" and r.diff == frozenset()
     assert by_kind(r, pred) == [
-        ("FROM", "FROM people AS T1", -0.5, False), ("JOIN", "JOIN pets AS us ON T1.id = us.owner_id", -1.5, True),
-        ("SELECT", "SELECT T1.name", -0.5, False), ("ORDER BY", "ORDER BY us.pop DESC", -1.5, True)]
+        ("FROM", "FROM people AS T1", -0.5, False),
+        ("JOIN", "JOIN pets AS us ON T1.id = us.owner_id", -1.5, True),
+        ("SELECT", "SELECT T1.name", -0.5, False),
+        ("ORDER BY", "ORDER BY us.pop DESC", -1.5, True),
+    ]
 
 
 def test_error_case_syntax_error_sqlglot_cannot_parse(db):
@@ -188,8 +195,9 @@ def test_timeout_is_an_execution_error(db):
 
 def test_custom_reward_constants(db):
     opts = RewardOptions(correct=3.0, incorrect_erroneous=-1.0, incorrect_other=1.0)
-    r = clause_rewards(db, "SELECT name FROM people WHERE age > 35", "SELECT name FROM people WHERE age > 25",
-                       options=opts)
+    r = clause_rewards(
+        db, "SELECT name FROM people WHERE age > 35", "SELECT name FROM people WHERE age > 25", options=opts
+    )
     assert sorted(c.reward for c in r.clauses) == [-1.0, 1.0, 1.0]
 
 
@@ -206,6 +214,7 @@ def test_bad_inputs(db):
 
 
 # ---- Spider dev properties ------------------------------------------------------------------------
+
 
 def _spider_dev():
     if not (SPIDER / "dev_gold.sql").exists():

@@ -1,4 +1,5 @@
 """split_cocte / prefix_sql / step annotation on hand-written CoCTEs and a real Spider database."""
+
 import sqlite3
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def test_split_spans_cover_name_as_body():
     assert c.steps[0].body == "SELECT Singer_ID, Name, Age FROM singer WHERE Country = 'France'"
     assert c.steps[1].body == "SELECT Name FROM french_singers WHERE Age > 30"
     for s in c.steps:
-        text = COCTE[s.start:s.end]
+        text = COCTE[s.start : s.end]
         assert text.startswith(f"{s.name} AS (") and text.endswith(")")
         assert s.body in text
     assert c.final == "SELECT COUNT(*) FROM old_french"
@@ -34,13 +35,15 @@ def test_split_spans_cover_name_as_body():
 
 
 def test_split_is_robust_to_comments_strings_and_quoted_names():
-    sql = ("/* lead ) */ with \"my step\"(a, b) AS (SELECT ')' AS a, '(' AS b -- ) trailing\n),"
-           "  `x y` AS (SELECT a FROM \"my step\" WHERE b = ')),')   select * from `x y`")
+    sql = (
+        "/* lead ) */ with \"my step\"(a, b) AS (SELECT ')' AS a, '(' AS b -- ) trailing\n),"
+        "  `x y` AS (SELECT a FROM \"my step\" WHERE b = ')),')   select * from `x y`"
+    )
     c = split_cocte(sql)
     assert [s.name for s in c.steps] == ["my step", "x y"]
-    assert sql[c.steps[0].start:c.steps[0].end].startswith('"my step"(a, b) AS (')
+    assert sql[c.steps[0].start : c.steps[0].end].startswith('"my step"(a, b) AS (')
     assert c.steps[1].body == "SELECT a FROM \"my step\" WHERE b = ')),'"
-    assert sql[c.steps[1].start:c.steps[1].end] == "`x y` AS (SELECT a FROM \"my step\" WHERE b = ')),')"
+    assert sql[c.steps[1].start : c.steps[1].end] == "`x y` AS (SELECT a FROM \"my step\" WHERE b = ')),')"
     assert c.final == "select * from `x y`"
 
 
@@ -52,9 +55,11 @@ def test_plain_query_has_zero_steps():
 def test_recursive_and_nested_ctes(tmp_path):
     db = tmp_path / "empty.sqlite"
     sqlite3.connect(db).close()
-    sql = ("WITH RECURSIVE cnt(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM cnt WHERE x < 5),\n\n"
-           "evens AS (WITH inner_cte AS (SELECT x FROM cnt) SELECT x FROM inner_cte WHERE x % 2 = 0)\n\n"
-           "SELECT SUM(x) FROM evens")
+    sql = (
+        "WITH RECURSIVE cnt(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM cnt WHERE x < 5),\n\n"
+        "evens AS (WITH inner_cte AS (SELECT x FROM cnt) SELECT x FROM inner_cte WHERE x % 2 = 0)\n\n"
+        "SELECT SUM(x) FROM evens"
+    )
     c = split_cocte(sql)
     assert [s.name for s in c.steps] == ["cnt", "evens"]  # inner_cte is part of the 'evens' body
     assert c.steps[1].body.startswith("WITH inner_cte AS")
@@ -62,8 +67,9 @@ def test_recursive_and_nested_ctes(tmp_path):
     assert execute(db, prefix_sql(sql, 2)).rows == ((2,), (4,))
 
 
-@pytest.mark.parametrize("bad", ["", "   ", "SELECT FROM WHERE", "WITH a AS (SELECT 1 SELECT * FROM a",
-                                 "SELECT 1; SELECT 2"])
+@pytest.mark.parametrize(
+    "bad", ["", "   ", "SELECT FROM WHERE", "WITH a AS (SELECT 1 SELECT * FROM a", "SELECT 1; SELECT 2"]
+)
 def test_bad_sql_raises_value_error(bad):
     with pytest.raises(ValueError):
         split_cocte(bad)

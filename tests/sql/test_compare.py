@@ -1,5 +1,6 @@
 """EX (BIRD / Spider test-suite) and ExecF1: rule-by-rule unit tests, then agreement with the official
 evaluators' logic on Spider dev gold queries and sqlglot perturbations of them."""
+
 from __future__ import annotations
 
 import functools
@@ -98,11 +99,16 @@ def test_errors_and_timeouts_are_wrong():
 
 
 def test_spider_text_preprocessing():
-    assert spider_prepare("SELECT count(DISTINCT a) FROM t WHERE b > = 3", prediction=False) == \
-        "SELECT count( a) FROM t WHERE b >= 3"
+    assert (
+        spider_prepare("SELECT count(DISTINCT a) FROM t WHERE b > = 3", prediction=False)
+        == "SELECT count( a) FROM t WHERE b >= 3"
+    )
     assert spider_prepare("SELECT a FROM t WHERE b = value ", prediction=True) == "SELECT a FROM t WHERE b = 1 "
     assert spider_prepare("SELECT YEAR(CURDATE()) - 1", prediction=False) == "SELECT 2020- 1"
-    assert spider_remove_distinct("SELECT 'distinct', \"distinct\" -- distinct") == "SELECT 'distinct', \"distinct\" -- distinct"
+    assert (
+        spider_remove_distinct("SELECT 'distinct', \"distinct\" -- distinct")
+        == "SELECT 'distinct', \"distinct\" -- distinct"
+    )
     assert spider_remove_distinct("SELECT a FROM t; DROP TABLE t") == "SELECT a FROM t; "  # first statement only
     assert spider_remove_distinct("   ") is None and spider_prepare("", prediction=True) is None
 
@@ -110,15 +116,18 @@ def test_spider_text_preprocessing():
 def test_exec_match_on_hand_built_db(tiny_db):
     gold = "SELECT name FROM person WHERE city = 'Oslo' ORDER BY name"
     assert exec_match(tiny_db, "SELECT name FROM person WHERE city = 'Oslo'", gold)
-    assert not exec_match(tiny_db, "SELECT name FROM person WHERE city = 'Oslo' ORDER BY name DESC", gold, mode="spider")
+    assert not exec_match(
+        tiny_db, "SELECT name FROM person WHERE city = 'Oslo' ORDER BY name DESC", gold, mode="spider"
+    )
     assert exec_match(tiny_db, "SELECT name FROM person WHERE city = 'Oslo' ORDER BY name DESC", gold, mode="bird")
     # DISTINCT is removed from both sides by the test-suite defaults; BIRD compares sets anyway.
     assert exec_match(tiny_db, "SELECT DISTINCT age FROM person", "SELECT age FROM person", mode="spider")
     assert exec_match(tiny_db, "SELECT DISTINCT age FROM person", "SELECT age FROM person", mode="bird")
     assert not exec_match(tiny_db, "SELECT nope FROM person", gold)
     assert not exec_match(tiny_db, "", gold, mode="spider") and not exec_match(tiny_db, gold, "SELECT nope")
-    assert not exec_match(tiny_db, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c",
-                          gold, timeout_s=0.3)
+    assert not exec_match(
+        tiny_db, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c", gold, timeout_s=0.3
+    )
 
 
 def test_soft_f1_matches_bird_mini_dev_definition():
@@ -142,7 +151,9 @@ def test_cell_f1_multiset_definition():
 def test_exec_f1_on_hand_built_db(tiny_db):
     gold = "SELECT name FROM person WHERE age = 30"
     assert exec_f1(tiny_db, gold, gold) == 1.0
-    assert exec_f1(tiny_db, "SELECT name FROM person WHERE age >= 30", gold, kind="cells") == pytest.approx(2 * (2 / 3) / (1 + 2 / 3))
+    assert exec_f1(tiny_db, "SELECT name FROM person WHERE age >= 30", gold, kind="cells") == pytest.approx(
+        2 * (2 / 3) / (1 + 2 / 3)
+    )
     assert exec_f1(tiny_db, "SELECT nope FROM person", gold) == 0.0
 
 
@@ -270,7 +281,7 @@ def test_reference_result_eq_agrees_with_ours_on_random_tables():
             rng.shuffle(pred)
         if pred and rng.random() < 0.5:
             i, j = rng.randrange(len(pred)), rng.randrange(ncols)
-            pred[i] = pred[i][:j] + (rng.choice(values),) + pred[i][j + 1:]
+            pred[i] = pred[i][:j] + (rng.choice(values),) + pred[i][j + 1 :]
         for order in (False, True):
             assert spider_rows_match(gold, pred, order) == ref_result_eq(gold, pred, order), (gold, pred, order)
 
@@ -281,10 +292,21 @@ def test_remove_distinct_matches_sqlparse(spider_dir, data_dir):
     lines = {split: (spider_dir / f"{split}_gold.sql").read_text().splitlines() for split in ("dev", "train")}
     sqls = [ln.rsplit("\t", 1)[0] for ln in lines["dev"] + lines["train"][::5] if ln.strip()]
     sqls += [q["SQL"] for q in json.loads((data_dir / "bird" / "dev" / "dev.json").read_text())]
-    sqls += ["select count(distinct(a)) from t", "select a is distinct from b", "select t.distinct from t",
-             "SELECT 1; -- c\n SELECT 2", "SELECT (1;2); SELECT 3", "SELECT (CASE WHEN 1 THEN 2 END; 3)",
-             "select a\n;\n-- c\n", "SELECT a AS GO FROM t", "SELECT a FROM t GO 2 x", "select ?distinct, :distinct",
-             "select 'it\\'s distinct', [distinct], `distinct`, $$distinct$$", "select 1e5distinct", "select a # distinct\n"]
+    sqls += [
+        "select count(distinct(a)) from t",
+        "select a is distinct from b",
+        "select t.distinct from t",
+        "SELECT 1; -- c\n SELECT 2",
+        "SELECT (1;2); SELECT 3",
+        "SELECT (CASE WHEN 1 THEN 2 END; 3)",
+        "select a\n;\n-- c\n",
+        "SELECT a AS GO FROM t",
+        "SELECT a FROM t GO 2 x",
+        "select ?distinct, :distinct",
+        "select 'it\\'s distinct', [distinct], `distinct`, $$distinct$$",
+        "select 1e5distinct",
+        "select a # distinct\n",
+    ]
     for s in sqls:
         assert spider_remove_distinct(s) == _ref_remove_distinct(s), s
 
@@ -341,9 +363,15 @@ def _reverse_columns(t):
     return s is not None and len(s.expressions) > 1 and s.set("expressions", s.expressions[::-1]) is None
 
 
-PERTURBATIONS = {"constant": _change_constant, "drop_condition": _drop_condition, "swap_order": _swap_order,
-                 "drop_order": _drop_order, "distinct": _extra_distinct, "aggregate": _wrong_aggregate,
-                 "reverse_columns": _reverse_columns}
+PERTURBATIONS = {
+    "constant": _change_constant,
+    "drop_condition": _drop_condition,
+    "swap_order": _swap_order,
+    "drop_order": _drop_order,
+    "distinct": _extra_distinct,
+    "aggregate": _wrong_aggregate,
+    "reverse_columns": _reverse_columns,
+}
 
 
 def perturb(sql: str) -> dict[str, str]:
@@ -385,8 +413,10 @@ def test_agreement_with_official_evaluators_on_perturbed_spider_dev(spider_dev, 
         disagree = [(k, it) for k, it, a, b in zip(kinds, items, ours, theirs) if a != b]
         rate = 1 - len(disagree) / len(items)
         correct = sum(theirs)
-        report.append(f"{mode}: agreement {rate:.2%} on {len(items)} perturbed predictions "
-                      f"({correct} judged correct by the official logic)")
+        report.append(
+            f"{mode}: agreement {rate:.2%} on {len(items)} perturbed predictions "
+            f"({correct} judged correct by the official logic)"
+        )
         assert not disagree, disagree[:5]
     print("\n" + "\n".join(report))
     assert len(items) > 2500 and len(set(kinds)) == len(PERTURBATIONS)

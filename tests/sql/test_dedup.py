@@ -1,4 +1,5 @@
 """Tree-edit-distance dedup of CoCTE candidates (Reward-SQL section 4.1)."""
+
 import itertools
 
 import numpy as np
@@ -9,8 +10,10 @@ from rewardsql_jax.sql.dedup import _levenshtein_to_many, cocte_similarity, dedu
 A = "WITH a AS (SELECT name, age FROM singer WHERE age > 30)\n\nSELECT name FROM a"
 A2 = "WITH b AS (SELECT title, year FROM song WHERE year > 2000)\n\nSELECT title FROM b"  # same structure
 A3 = "WITH a AS (SELECT name, age FROM singer WHERE age > 30)\n\nSELECT name FROM a ORDER BY age"
-DIFF = ("WITH c AS (SELECT country, COUNT(*) AS n FROM singer GROUP BY country),\n\n"
-        "d AS (SELECT country FROM c WHERE n > 1 UNION SELECT country FROM stadium)\n\nSELECT COUNT(*) FROM d")
+DIFF = (
+    "WITH c AS (SELECT country, COUNT(*) AS n FROM singer GROUP BY country),\n\n"
+    "d AS (SELECT country FROM c WHERE n > 1 UNION SELECT country FROM stadium)\n\nSELECT COUNT(*) FROM d"
+)
 
 
 def _lev(a, b):
@@ -86,8 +89,10 @@ def test_dedup_32_candidates():
     assert sum(c.startswith("WITH s AS") for c in kept) <= 1
 
 
-@pytest.mark.parametrize("keep,err", [(0, ValueError), (-1, ValueError), (0.0, ValueError), (1.5, ValueError),
-                                      (True, TypeError), ("2", TypeError)])
+@pytest.mark.parametrize(
+    "keep,err",
+    [(0, ValueError), (-1, ValueError), (0.0, ValueError), (1.5, ValueError), (True, TypeError), ("2", TypeError)],
+)
 def test_bad_keep(keep, err):
     with pytest.raises(err):
         dedup([A, DIFF], keep)

@@ -1,4 +1,5 @@
 """EXPO-SQL diff types (Table 1, Appendix A.1) and Table 12 candidates."""
+
 import pytest
 
 from rewardsql_jax.sql import ExecResult, diff_types
@@ -17,8 +18,18 @@ GOLD = res([("ann", 30), ("bob", 40), ("cid", 50)], ("name", "age"))
 
 
 def test_names_are_exactly_table1():
-    assert DIFF_TYPES == ("col_count", "col_name", "row_order", "row_dedup", "row_subset", "row_superset",
-                          "row_emptied", "row_created", "row_disjoint", "row_partial")
+    assert DIFF_TYPES == (
+        "col_count",
+        "col_name",
+        "row_order",
+        "row_dedup",
+        "row_subset",
+        "row_superset",
+        "row_emptied",
+        "row_created",
+        "row_disjoint",
+        "row_partial",
+    )
     assert set(TABLE12) == set(DIFF_TYPES)
 
 

@@ -1,4 +1,5 @@
 """SQLite error messages (EXPO-SQL Table 14) -> erroneous clauses with backward tracing (3.2.3, A.3)."""
+
 import sqlite3
 
 import pytest
@@ -32,22 +33,24 @@ def flagged(db, sql, expected_pattern):
     info = parse_error(res.error)
     assert info.name == expected_pattern, (res.error, info)
     split = split_sql(sql)
-    return sorted((split.spans[i].kind, sql[split.spans[i].start:split.spans[i].end])
-                  for i in trace_error(split, res.error, timed_out=res.timed_out))
+    return sorted(
+        (split.spans[i].kind, sql[split.spans[i].start : split.spans[i].end])
+        for i in trace_error(split, res.error, timed_out=res.timed_out)
+    )
 
 
 def test_wrong_join_dropped_order_by_column_flags_the_join(db):
     # Figure 2 of the paper: the error is reported in ORDER BY, the root cause is the JOIN.
-    sql = ("SELECT T1.name FROM customer AS T1 JOIN users AS us ON T1.id = us.id "
-           "ORDER BY us.amount DESC")
+    sql = "SELECT T1.name FROM customer AS T1 JOIN users AS us ON T1.id = us.id ORDER BY us.amount DESC"
     assert flagged(db, sql, "no_such_column") == [
-        ("JOIN", "JOIN users AS us ON T1.id = us.id"), ("ORDER BY", "ORDER BY us.amount DESC")]
+        ("JOIN", "JOIN users AS us ON T1.id = us.id"),
+        ("ORDER BY", "ORDER BY us.amount DESC"),
+    ]
 
 
 def test_no_such_column_unqualified_flags_reference_and_retrieval(db):
     sql = "SELECT name FROM customer WHERE amount > 5"
-    assert flagged(db, sql, "no_such_column") == [
-        ("FROM", "FROM customer"), ("WHERE", "WHERE amount > 5")]
+    assert flagged(db, sql, "no_such_column") == [("FROM", "FROM customer"), ("WHERE", "WHERE amount > 5")]
 
 
 def test_no_such_table(db):
@@ -58,7 +61,9 @@ def test_no_such_table(db):
 def test_ambiguous_column(db):
     sql = "SELECT name FROM customer AS T1 JOIN orders AS T2 ON T1.id = T2.customer_id WHERE T2.amount > 1"
     assert flagged(db, sql, "ambiguous_column") == [
-        ("JOIN", "JOIN orders AS T2 ON T1.id = T2.customer_id"), ("SELECT", "SELECT name")]
+        ("JOIN", "JOIN orders AS T2 ON T1.id = T2.customer_id"),
+        ("SELECT", "SELECT name"),
+    ]
 
 
 def test_no_such_function(db):
@@ -157,16 +162,19 @@ def test_unknown_message_flags_every_clause():
     assert parse_error("disk I/O error").category == "other"
 
 
-@pytest.mark.parametrize("msg,category,name,element", [
-    ("no such column: T2.x", "schema", "no_such_column", "T2.x"),
-    ("no such table: main.foo", "schema", "no_such_table", "main.foo"),
-    ("misuse of aggregate function count()", "logical", "misuse_aggregate", "count"),
-    ("misuse of aggregate: count()", "logical", "misuse_aggregate", "count"),
-    ("misuse of aliased identifier foo", "logical", "misuse_alias", "foo"),
-    ("NOT NULL constraint failed: t.a", "data", "constraint", None),
-    ("UNIQUE constraint failed: t.a", "data", "constraint", None),
-    ('near "FROM": syntax error', "syntax", "near", "FROM"),
-])
+@pytest.mark.parametrize(
+    "msg,category,name,element",
+    [
+        ("no such column: T2.x", "schema", "no_such_column", "T2.x"),
+        ("no such table: main.foo", "schema", "no_such_table", "main.foo"),
+        ("misuse of aggregate function count()", "logical", "misuse_aggregate", "count"),
+        ("misuse of aggregate: count()", "logical", "misuse_aggregate", "count"),
+        ("misuse of aliased identifier foo", "logical", "misuse_alias", "foo"),
+        ("NOT NULL constraint failed: t.a", "data", "constraint", None),
+        ("UNIQUE constraint failed: t.a", "data", "constraint", None),
+        ('near "FROM": syntax error', "syntax", "near", "FROM"),
+    ],
+)
 def test_parse_error_patterns(msg, category, name, element):
     info = parse_error(msg)
     assert (info.category, info.name, info.element) == (category, name, element)

@@ -1,4 +1,5 @@
 """execute(): results, caps, text decoding and bad input (all as error results, never exceptions)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -84,18 +85,21 @@ def test_text_decoding_modes(make_db):
     assert "text_errors" in execute(db, "SELECT 1", text_errors="bogus").error
 
 
-@pytest.mark.parametrize("sql, needle", [
-    ("", "empty SQL"),
-    ("   \n\t", "empty SQL"),
-    ("-- only a comment", "empty SQL"),
-    ("/* x */ -- y", "empty SQL"),
-    (b"SELECT '\xff'", "not valid UTF-8"),
-    ("SELECT '\udcff'", "not valid UTF-8"),
-    ("SELECT 1 \x00", "NUL"),
-    ("SELECT " + "1+" * 600_000 + "1", "max_sql_chars"),
-    (None, "must be a str"),
-    (42, "must be a str"),
-])
+@pytest.mark.parametrize(
+    "sql, needle",
+    [
+        ("", "empty SQL"),
+        ("   \n\t", "empty SQL"),
+        ("-- only a comment", "empty SQL"),
+        ("/* x */ -- y", "empty SQL"),
+        (b"SELECT '\xff'", "not valid UTF-8"),
+        ("SELECT '\udcff'", "not valid UTF-8"),
+        ("SELECT 1 \x00", "NUL"),
+        ("SELECT " + "1+" * 600_000 + "1", "max_sql_chars"),
+        (None, "must be a str"),
+        (42, "must be a str"),
+    ],
+)
 def test_bad_sql_is_an_error_result(tiny_db, sql, needle):
     r = execute(tiny_db, sql)
     assert isinstance(r, ExecResult) and not r.ok and needle in r.error
@@ -127,8 +131,9 @@ def test_bad_database_paths(tmp_path):
 def test_connection_reuse_resets_state(tiny_db):
     conn = connect_readonly(tiny_db)
     try:
-        first = run_query(conn, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c",
-                          timeout_s=0.2)
+        first = run_query(
+            conn, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c", timeout_s=0.2
+        )
         assert first.timed_out
         denied = run_query(conn, "SELECT load_extension('x')")
         assert "load_extension" in denied.error

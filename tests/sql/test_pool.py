@@ -1,4 +1,5 @@
 """ExecutorPool: same results as execute(), in order; crashed/hung workers replaced; nothing lost."""
+
 from __future__ import annotations
 
 import os
@@ -68,9 +69,16 @@ def test_max_rows_and_text_errors_are_part_of_the_key(pool, tiny_db):
 
 
 def test_bad_inputs_never_raise(pool, tiny_db, tmp_path):
-    jobs = [(tmp_path / "nope.sqlite", "SELECT 1"), (tiny_db, ""), (tiny_db, "SELECT 1; SELECT 2"),
-            (tiny_db, b"SELECT '\xff'"), (tiny_db, "SELECT 1" + " " * (1 << 20)), (tiny_db, None),
-            (tiny_db, "DROP TABLE person"), (tiny_db, "SELECT 7")]
+    jobs = [
+        (tmp_path / "nope.sqlite", "SELECT 1"),
+        (tiny_db, ""),
+        (tiny_db, "SELECT 1; SELECT 2"),
+        (tiny_db, b"SELECT '\xff'"),
+        (tiny_db, "SELECT 1" + " " * (1 << 20)),
+        (tiny_db, None),
+        (tiny_db, "DROP TABLE person"),
+        (tiny_db, "SELECT 7"),
+    ]
     got = pool.map(jobs)
     assert [r.ok for r in got] == [False] * 7 + [True]
     assert all(isinstance(r, ExecResult) and r.error for r in got[:7])

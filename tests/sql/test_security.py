@@ -1,4 +1,5 @@
 """A generated query must never change a database file, escape the sandbox or run forever."""
+
 from __future__ import annotations
 
 import hashlib

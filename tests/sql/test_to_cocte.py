@@ -1,5 +1,6 @@
 """to_cocte: structure of the rewrite (one CTE per logical operation, Reward-SQL Figure 7), fallback, real
 steps (cocte_checks.step_issues) and execution equivalence on real Spider gold SQL."""
+
 import functools
 import json
 import random
@@ -41,8 +42,10 @@ def real_steps(db, sql, conv):
 
 
 def test_join_filter_group_order_become_steps(tiny_db):
-    sql = ("SELECT T1.name, count(*) FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id "
-           "WHERE T2.kind = 'cat' GROUP BY T1.id ORDER BY count(*) DESC, T1.name LIMIT 2")
+    sql = (
+        "SELECT T1.name, count(*) FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id "
+        "WHERE T2.kind = 'cat' GROUP BY T1.id ORDER BY count(*) DESC, T1.name LIMIT 2"
+    )
     conv = convert_to_cocte(sql)
     c = real_steps(tiny_db, sql, conv)
     assert [s.name for s in c.steps] == ["pet_filtered", "person_joined", "person_grouped"]
@@ -66,8 +69,10 @@ def test_duplicate_column_names_across_joins_get_distinct_aliases(tiny_db):
 
 
 def test_where_subqueries_are_lifted_into_steps(tiny_db):
-    sql = ("SELECT name FROM person WHERE id NOT IN (SELECT owner_id FROM pet WHERE kind = 'dog') "
-           "AND age > (SELECT avg(age) FROM person)")
+    sql = (
+        "SELECT name FROM person WHERE id NOT IN (SELECT owner_id FROM pet WHERE kind = 'dog') "
+        "AND age > (SELECT avg(age) FROM person)"
+    )
     conv = convert_to_cocte(sql)
     c = real_steps(tiny_db, sql, conv)
     names = [s.name for s in c.steps]
@@ -79,8 +84,10 @@ def test_where_subqueries_are_lifted_into_steps(tiny_db):
 
 
 def test_uncorrelated_subqueries_in_select_and_order_by_are_lifted(tiny_db):
-    sql = ("SELECT name, (SELECT count(*) FROM pet) AS n FROM person WHERE age > 20 "
-           "ORDER BY (SELECT max(age) FROM person) - age")
+    sql = (
+        "SELECT name, (SELECT count(*) FROM pet) AS n FROM person WHERE age > 20 "
+        "ORDER BY (SELECT max(age) FROM person) - age"
+    )
     conv = convert_to_cocte(sql)
     c = real_steps(tiny_db, sql, conv)
     assert [s.name for s in c.steps] == ["pet_aggregated", "person_aggregated", "person_filtered"]
@@ -94,9 +101,11 @@ def test_a_scalar_subquery_in_select_is_lifted_once(tiny_db):
 
 
 def test_set_operations_convert_each_side(tiny_db):
-    sql = ("SELECT name FROM person WHERE city = 'Oslo' UNION SELECT T1.name FROM person AS T1 JOIN pet AS T2 "
-           "ON T1.id = T2.owner_id WHERE T2.kind = 'dog' EXCEPT SELECT name FROM person WHERE age > 40 "
-           "ORDER BY name")
+    sql = (
+        "SELECT name FROM person WHERE city = 'Oslo' UNION SELECT T1.name FROM person AS T1 JOIN pet AS T2 "
+        "ON T1.id = T2.owner_id WHERE T2.kind = 'dog' EXCEPT SELECT name FROM person WHERE age > 40 "
+        "ORDER BY name"
+    )
     conv = convert_to_cocte(sql)
     c = real_steps(tiny_db, sql, conv)
     assert len(c.steps) == 4 and "UNION" in c.final and "EXCEPT" in c.final and "ORDER BY" in c.final
@@ -104,8 +113,10 @@ def test_set_operations_convert_each_side(tiny_db):
 
 
 def test_derived_table_and_alias_references(tiny_db):
-    sql = ("SELECT x.city, count(*) AS n FROM (SELECT city FROM person WHERE age IS NOT NULL) AS x "
-           "GROUP BY x.city HAVING n >= 1 ORDER BY n DESC, 1")
+    sql = (
+        "SELECT x.city, count(*) AS n FROM (SELECT city FROM person WHERE age IS NOT NULL) AS x "
+        "GROUP BY x.city HAVING n >= 1 ORDER BY n DESC, 1"
+    )
     conv = convert_to_cocte(sql)
     c = real_steps(tiny_db, sql, conv)
     assert [s.name for s in c.steps] == ["person_filtered", "person_filtered_grouped", "person_filtered_having"]
@@ -114,6 +125,7 @@ def test_derived_table_and_alias_references(tiny_db):
 
 
 # --- one hand-written case per logical operation (Reward-SQL Figure 7: one CTE per operation) -----------
+
 
 def test_filter_each_condition_is_a_step(tiny_db):
     sql = "SELECT name FROM person WHERE city = 'Oslo' AND age >= 30 AND score IS NOT NULL"
@@ -137,8 +149,10 @@ def test_single_filter_gets_a_column_selection_step(tiny_db):
 
 
 def test_join_conditions_are_pushed_to_their_tables(tiny_db):
-    sql = ("SELECT T1.name, T2.kind FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id "
-           "WHERE T1.city = 'Oslo' AND T2.weight > 1 AND T1.age + T2.weight > 31")
+    sql = (
+        "SELECT T1.name, T2.kind FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id "
+        "WHERE T1.city = 'Oslo' AND T2.weight > 1 AND T1.age + T2.weight > 31"
+    )
     c = real_steps(tiny_db, sql, convert_to_cocte(sql))
     assert [s.name for s in c.steps] == ["person_filtered", "pet_filtered", "person_joined"]
     assert "T1.city = 'Oslo'" in c.steps[0].body and "T2.weight > 1" in c.steps[1].body
@@ -146,8 +160,10 @@ def test_join_conditions_are_pushed_to_their_tables(tiny_db):
 
 
 def test_left_join_keeps_conditions_on_the_nullable_side(tiny_db):
-    sql = ("SELECT T1.name, T2.kind FROM person AS T1 LEFT JOIN pet AS T2 ON T1.id = T2.owner_id "
-           "WHERE T2.kind IS NULL OR T2.kind = 'cat'")
+    sql = (
+        "SELECT T1.name, T2.kind FROM person AS T1 LEFT JOIN pet AS T2 ON T1.id = T2.owner_id "
+        "WHERE T2.kind IS NULL OR T2.kind = 'cat'"
+    )
     conv = convert_to_cocte(sql)
     assert "FROM pet AS T2\n  WHERE" not in conv.sql  # pushing it down would keep unmatched persons
     c = real_steps(tiny_db, sql, conv)
@@ -178,11 +194,17 @@ def test_having_with_order_and_limit_keeps_the_tied_row(tiny_db):
 
 
 def test_subquery_in_from_and_where_are_steps(tiny_db):
-    sql = ("SELECT count(*) FROM (SELECT owner_id FROM pet WHERE kind = 'cat') AS c "
-           "WHERE c.owner_id IN (SELECT id FROM person WHERE age > 26)")
+    sql = (
+        "SELECT count(*) FROM (SELECT owner_id FROM pet WHERE kind = 'cat') AS c "
+        "WHERE c.owner_id IN (SELECT id FROM person WHERE age > 26)"
+    )
     c = real_steps(tiny_db, sql, convert_to_cocte(sql))
-    assert [s.name for s in c.steps] == ["pet_filtered", "person_filtered", "pet_filtered_filtered",
-                                             "pet_filtered_aggregated"]
+    assert [s.name for s in c.steps] == [
+        "pet_filtered",
+        "person_filtered",
+        "pet_filtered_filtered",
+        "pet_filtered_aggregated",
+    ]
 
 
 def test_ordering_and_limit_is_a_top_k_step(tiny_db):
@@ -194,20 +216,25 @@ def test_ordering_and_limit_is_a_top_k_step(tiny_db):
     assert [s.name for s in real_steps(tiny_db, sql, convert_to_cocte(sql)).steps] == ["person_columns", "person_top"]
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT name FROM person WHERE city IS NOT NULL ORDER BY city LIMIT 1",  # Ann and Cid tie on Oslo
-    "SELECT T1.name FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id WHERE T2.kind = 'cat' "
-    "ORDER BY T2.weight DESC LIMIT 1",                                      # two cats of 4.0 kg
-    "SELECT name FROM person ORDER BY age DESC LIMIT 1 OFFSET 1",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT name FROM person WHERE city IS NOT NULL ORDER BY city LIMIT 1",  # Ann and Cid tie on Oslo
+        "SELECT T1.name FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id WHERE T2.kind = 'cat' "
+        "ORDER BY T2.weight DESC LIMIT 1",  # two cats of 4.0 kg
+        "SELECT name FROM person ORDER BY age DESC LIMIT 1 OFFSET 1",
+    ],
+)
 def test_top_k_step_keeps_the_tied_rows(tiny_db, sql):
     c = real_steps(tiny_db, sql, convert_to_cocte(sql))
     assert c.steps[-1].name.endswith("_top") and "LIMIT 1" in c.steps[-1].body
 
 
 def test_correlated_subquery_stays_in_the_first_filter(tiny_db):
-    sql = ("SELECT name FROM person AS p WHERE age > 20 AND score >= "
-           "(SELECT avg(score) FROM person AS q WHERE q.city = p.city)")
+    sql = (
+        "SELECT name FROM person AS p WHERE age > 20 AND score >= "
+        "(SELECT avg(score) FROM person AS q WHERE q.city = p.city)"
+    )
     c = real_steps(tiny_db, sql, convert_to_cocte(sql))
     assert "p.city" in c.steps[0].body and "FROM person AS p" in c.steps[0].body
 
@@ -218,12 +245,15 @@ def test_aggregate_ties_keep_the_same_row_under_limit(tiny_db):
     assert same_result(tiny_db, sql, to_cocte(sql))
 
 
-@pytest.mark.parametrize("sql,reason", [
-    ("SELECT 1 + 1", "without FROM"),
-    ("SELECT name, rank() OVER (ORDER BY age) FROM person", "window"),
-    ("SELECT name, (SELECT count(*) FROM pet AS p WHERE p.owner_id = q.id) FROM person AS q", "correlated"),
-    ("SELECT T1.*, T2.kind FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id", "star"),
-])
+@pytest.mark.parametrize(
+    "sql,reason",
+    [
+        ("SELECT 1 + 1", "without FROM"),
+        ("SELECT name, rank() OVER (ORDER BY age) FROM person", "window"),
+        ("SELECT name, (SELECT count(*) FROM pet AS p WHERE p.owner_id = q.id) FROM person AS q", "correlated"),
+        ("SELECT T1.*, T2.kind FROM person AS T1 JOIN pet AS T2 ON T1.id = T2.owner_id", "star"),
+    ],
+)
 def test_fallback_is_reported_and_still_equivalent(tiny_db, sql, reason):
     conv = convert_to_cocte(sql)
     assert conv.fallback and reason in conv.reason
@@ -256,8 +286,10 @@ def test_keyword_and_spaced_names_stay_quoted(tmp_path):
     with sqlite3.connect(db) as conn:
         conn.execute('CREATE TABLE "order" (account_id INTEGER, "k symbol" TEXT, amount REAL)')
         conn.executemany('INSERT INTO "order" VALUES (?, ?, ?)', [(1, "a", 2.0), (1, "a", 3.0), (2, "b", 1.0)])
-    sql = ('SELECT T2.`k symbol`, T2.total FROM (SELECT account_id, `k symbol`, SUM(amount) AS total '
-           'FROM `order` GROUP BY account_id, `k symbol`) AS T2 WHERE T2.total > 1 ORDER BY T2.total DESC')
+    sql = (
+        "SELECT T2.`k symbol`, T2.total FROM (SELECT account_id, `k symbol`, SUM(amount) AS total "
+        "FROM `order` GROUP BY account_id, `k symbol`) AS T2 WHERE T2.total > 1 ORDER BY T2.total DESC"
+    )
     conv = convert_to_cocte(sql)
     assert not conv.fallback and '"order"' in conv.sql
     assert same_result(str(db), sql, conv.sql)
@@ -357,9 +389,13 @@ def test_bird_dev_gold_decomposes():
     bird = DATA_DIR / "bird" / "dev"
     if not (bird / "dev_gold.sql").exists():
         pytest.skip(f"BIRD dev gold SQL not found at {bird}")
-    schemas = {t["db_id"]: {name: [c for ti, c in t["column_names_original"] if ti == i]
-                            for i, name in enumerate(t["table_names_original"])}
-               for t in json.loads((bird / "dev_tables.json").read_text())}
+    schemas = {
+        t["db_id"]: {
+            name: [c for ti, c in t["column_names_original"] if ti == i]
+            for i, name in enumerate(t["table_names_original"])
+        }
+        for t in json.loads((bird / "dev_tables.json").read_text())
+    }
     n = fallback = ops = multi = 0
     for line in (bird / "dev_gold.sql").read_text().splitlines():
         if not line.strip():

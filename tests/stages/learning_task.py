@@ -11,6 +11,7 @@ sign flipped must get worse, not better.
 ``write_cold_start`` writes what the ``cold_start`` stage would (``train.jsonl``, ``eval.jsonl``, a BPE
 tokenizer, ``metrics.json``), so the real ``sft`` / ``prm_labels`` / ``prm`` / ``rl`` stages run on it.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,14 +22,24 @@ from rewardsql_jax.data import MSchemaOptions, m_schema, reward_sql_prompt
 from rewardsql_jax.data.builtin import train_bpe_tokenizer
 
 AGGREGATES = ("MAX", "MIN", "SUM", "COUNT")
-QUESTIONS = ("What is the highest price of the items?", "Show the largest item price.",
-             "Find the maximum price among all items.", "Which price is the top one?",
-             "Give the price of the most expensive item.", "What is the biggest price in the shop?",
-             "Tell me the highest item price.", "List the maximum of the prices.",
-             "What does the priciest item cost?", "Report the peak price of the items.",
-             "Return the greatest price.", "How much is the dearest item?",
-             "Find the top price among the items.", "What is the largest price on record?",
-             "Show the highest of all prices.", "Which item price is the maximum?")
+QUESTIONS = (
+    "What is the highest price of the items?",
+    "Show the largest item price.",
+    "Find the maximum price among all items.",
+    "Which price is the top one?",
+    "Give the price of the most expensive item.",
+    "What is the biggest price in the shop?",
+    "Tell me the highest item price.",
+    "List the maximum of the prices.",
+    "What does the priciest item cost?",
+    "Report the peak price of the items.",
+    "Return the greatest price.",
+    "How much is the dearest item?",
+    "Find the top price among the items.",
+    "What is the largest price on record?",
+    "Show the highest of all prices.",
+    "Which item price is the maximum?",
+)
 PRICES = (3, 8, 15, 22, 40, 57)
 
 
@@ -54,20 +65,39 @@ def write_cold_start(run_dir: Path, vocab_size: int) -> list[dict]:
     gold = cocte("MAX")
     targets = [cocte(a) for a in AGGREGATES]
     for q in QUESTIONS:
-        records.append({"question_id": len(records), "db_id": "shop", "db_path": str(db), "question": q,
-                        "evidence": "", "difficulty": "simple", "gold_sql": gold,
-                        "prompt": reward_sql_prompt(prompt_schema, q, ""), "target": gold, "targets": targets})
+        records.append(
+            {
+                "question_id": len(records),
+                "db_id": "shop",
+                "db_path": str(db),
+                "question": q,
+                "evidence": "",
+                "difficulty": "simple",
+                "gold_sql": gold,
+                "prompt": reward_sql_prompt(prompt_schema, q, ""),
+                "target": gold,
+                "targets": targets,
+            }
+        )
     lines = "".join(json.dumps(r) + "\n" for r in records)
     (out / "train.jsonl").write_text(lines)
     (out / "eval.jsonl").write_text(lines)
     train_bpe_tokenizer([r["prompt"] + t for r in records for t in r["targets"]], vocab_size, out / "tokenizer")
-    (out / "metrics.json").write_text(json.dumps({"stage": "cold_start", "train_questions": len(records),
-                                                  "task": "aggregate choice (tests/stages/learning_task.py)"}))
+    (out / "metrics.json").write_text(
+        json.dumps(
+            {
+                "stage": "cold_start",
+                "train_questions": len(records),
+                "task": "aggregate choice (tests/stages/learning_task.py)",
+            }
+        )
+    )
     return records
 
 
-def sampled_or_rate(run_dir: Path, policy: str, *, samples: int = 16, seed: int = 2026, max_new_tokens: int = 40,
-                    workers: int = 1) -> float:
+def sampled_or_rate(
+    run_dir: Path, policy: str, *, samples: int = 16, seed: int = 2026, max_new_tokens: int = 40, workers: int = 1
+) -> float:
     """Share of ``samples`` completions per task question (T = 1.0, the RL temperature) of the HF policy at
     ``run_dir/policy`` that execute to the gold result (the RL stage's OR, through its rollout functions)."""
     from rewardsql_jax.data.tokenizer import load_tokenizer
@@ -80,7 +110,16 @@ def sampled_or_rate(run_dir: Path, policy: str, *, samples: int = 16, seed: int 
     records = [json.loads(line) for line in (run_dir / "cold_start" / "train.jsonl").read_text().splitlines()]
     ids = [tok(r["prompt"], add_special_tokens=False).input_ids for r in records]
     with ExecutorPool(workers=workers) as pool:
-        ro = sample_rollouts(from_pretrained(run_dir / policy), tok, records, ids, samples=samples, temperature=1.0,
-                             max_new_tokens=max_new_tokens, seed=seed, prompts_per_call=len(records),
-                             host_fn=lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=False))
+        ro = sample_rollouts(
+            from_pretrained(run_dir / policy),
+            tok,
+            records,
+            ids,
+            samples=samples,
+            temperature=1.0,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            prompts_per_call=len(records),
+            host_fn=lambda recs, toks: score_rows(tok, pool, recs, toks, clauses=False),
+        )
     return float(ro.outcomes.rewards.mean())

@@ -1,5 +1,6 @@
 """Start ``launch/run.py`` the way a pod does, on this machine: N cooperating processes (gloo collectives, a
 coordinator on a free localhost port), each with its own simulated CPU devices."""
+
 from __future__ import annotations
 
 import json
@@ -29,11 +30,16 @@ def start(args, *, processes: int, devices: int, log_dir: Path) -> list[subproce
         env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
         if processes > 1:
-            env.update(JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo", JAX_NUM_PROCESSES=str(processes),
-                       JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_PROCESS_ID=str(i))
+            env.update(
+                JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo",
+                JAX_NUM_PROCESSES=str(processes),
+                JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+                JAX_PROCESS_ID=str(i),
+            )
         with open(log_dir / f"process{i}.log", "w") as log:
-            procs.append(subprocess.Popen([sys.executable, RUN, *args], env=env, stdout=log,
-                                          stderr=subprocess.STDOUT, cwd=ROOT))
+            procs.append(
+                subprocess.Popen([sys.executable, RUN, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            )
     return procs
 
 

@@ -1,5 +1,6 @@
 """Cold-start CoCTE rewrites: extraction, verification + dedup against a real SQLite DB, and the cold_start
 stage with model rewrites (scripted, and sampled from a tiny random Qwen2 saved as an HF directory)."""
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,17 @@ from rewardsql_jax.stages.run_config import DataConfig
 from rewardsql_jax.stages.sft import run_sft
 
 GOLD = "SELECT name FROM team WHERE founded > 1980 ORDER BY name"
-GOOD = ("WITH recent AS (\n  SELECT name\n  FROM team\n  WHERE founded > 1980\n)\n\n"
-        "SELECT name FROM recent ORDER BY name")
-GOOD_NEAR_DUP = ("WITH new_teams AS (\n  SELECT name\n  FROM team\n  WHERE founded > 1981\n)\n\n"
-                 "SELECT name FROM new_teams ORDER BY name")          # same tree, other names / constant
-GOOD_OTHER = ("WITH t AS (\n  SELECT name, founded\n  FROM team\n),\n\nr AS (\n  SELECT name\n  FROM t\n"
-              "  WHERE founded > 1980\n)\n\nSELECT r.name FROM r JOIN team ON team.name = r.name ORDER BY r.name")
+GOOD = (
+    "WITH recent AS (\n  SELECT name\n  FROM team\n  WHERE founded > 1980\n)\n\nSELECT name FROM recent ORDER BY name"
+)
+GOOD_NEAR_DUP = (
+    "WITH new_teams AS (\n  SELECT name\n  FROM team\n  WHERE founded > 1981\n)\n\n"
+    "SELECT name FROM new_teams ORDER BY name"
+)  # same tree, other names / constant
+GOOD_OTHER = (
+    "WITH t AS (\n  SELECT name, founded\n  FROM team\n),\n\nr AS (\n  SELECT name\n  FROM t\n"
+    "  WHERE founded > 1980\n)\n\nSELECT r.name FROM r JOIN team ON team.name = r.name ORDER BY r.name"
+)
 WRONG = "WITH old AS (\n  SELECT name\n  FROM team\n  WHERE founded < 1980\n)\n\nSELECT name FROM old"
 BROKEN = "WITH x AS (\n  SELECT name\n  FROM no_such_table\n)\n\nSELECT name FROM x"
 
@@ -52,9 +58,10 @@ def pool():
 
 def test_extract_cocte_reads_completions_into_the_policy_layout():
     one_line = "WITH a AS (SELECT name FROM team), b AS (SELECT name FROM a) SELECT name FROM b"
-    assert extract_cocte(one_line) == ("WITH a AS (SELECT name FROM team),\n\nb AS (SELECT name FROM a)"
-                                       "\n\nSELECT name FROM b")
-    assert extract_cocte(GOOD) == GOOD                                     # a clean CoCTE is taken whole
+    assert extract_cocte(one_line) == (
+        "WITH a AS (SELECT name FROM team),\n\nb AS (SELECT name FROM a)\n\nSELECT name FROM b"
+    )
+    assert extract_cocte(GOOD) == GOOD  # a clean CoCTE is taken whole
     assert extract_cocte(f"Here it is:\n```sql\n{GOOD};\n```\nThis keeps the result.") == GOOD
     assert extract_cocte(f"{GOOD};\n\nExplanation: the CTE filters recent teams.") == GOOD
     assert extract_cocte(f"{GOOD}\n\nThe CTE filters recent teams.") == GOOD  # chatter blocks dropped
@@ -72,9 +79,16 @@ def test_extract_cocte_reads_completions_into_the_policy_layout():
 def test_select_coctes_verifies_by_execution_and_dedups(db, pool):
     cands = [GOOD, WRONG, BROKEN, "no sql here", GOOD_NEAR_DUP, GOOD_OTHER, GOOD]
     full, half = select_coctes([(db, GOLD, cands)], pool, keep=1.0)[0], select_coctes([(db, GOLD, cands)], pool, 0.5)[0]
-    assert full.gold_ok and full.status == ["verified", "wrong_result", "error", "no_cocte", "verified", "verified",
-                                            "verified"]
-    assert full.kept == [GOOD, GOOD_NEAR_DUP, GOOD_OTHER]                 # the exact duplicate is gone
+    assert full.gold_ok and full.status == [
+        "verified",
+        "wrong_result",
+        "error",
+        "no_cocte",
+        "verified",
+        "verified",
+        "verified",
+    ]
+    assert full.kept == [GOOD, GOOD_NEAR_DUP, GOOD_OTHER]  # the exact duplicate is gone
     # keep half of the 3 distinct verified ones (2): the near-duplicate of GOOD is the most redundant
     assert half.status == full.status and half.kept == [GOOD, GOOD_OTHER]
     # several questions in one call; a question whose gold fails verifies nothing; no candidates is fine
@@ -86,7 +100,7 @@ def test_select_coctes_verifies_by_execution_and_dedups(db, pool):
 def test_rewrite_prompt_holds_the_task_and_ends_at_the_answer():
     p = cocte_rewrite_prompt("# Table: team\n[(name:TEXT)]", "Recent teams?", GOLD, "recent: after 1980")
     assert p.endswith(COCTE_REWRITE_ANSWER) and GOLD in p and "# Table: team" in p
-    assert "Recent teams? recent: after 1980" in p and p.count(COCTE_REWRITE_ANSWER) == 2   # example + task
+    assert "Recent teams? recent: after 1980" in p and p.count(COCTE_REWRITE_ANSWER) == 2  # example + task
     with pytest.raises(ValueError, match="gold_sql"):
         cocte_rewrite_prompt("# Table: team", "q", " ")
 
@@ -108,22 +122,28 @@ SMOKE = "configs/smoke.py"
 
 
 def _context(run_dir, *overrides):
-    cfg = apply_overrides(load_config(SMOKE), [f"run_dir={run_dir}", "workers=1", "data.max_train=5",
-                                               "data.max_eval=2", *overrides])
+    cfg = apply_overrides(
+        load_config(SMOKE), [f"run_dir={run_dir}", "workers=1", "data.max_train=5", "data.max_eval=2", *overrides]
+    )
     return RunContext.create(cfg)
 
 
 @pytest.fixture(scope="module")
 def rule_run(tmp_path_factory):
-    ctx = _context(tmp_path_factory.mktemp("cocte_rule"), "model.max_len=4096")   # the rewriter below fits its prompts
+    ctx = _context(tmp_path_factory.mktemp("cocte_rule"), "model.max_len=4096")  # the rewriter below fits its prompts
     metrics = run_cold_start(ctx)
     yield ctx, metrics
     ctx.close()
 
 
 def _check_consistent(m, records):
-    assert m["cocte_model_sampled"] >= m["cocte_model_parsed"] >= m["cocte_model_executable"] \
-        >= m["cocte_model_verified"] >= 0
+    assert (
+        m["cocte_model_sampled"]
+        >= m["cocte_model_parsed"]
+        >= m["cocte_model_executable"]
+        >= m["cocte_model_verified"]
+        >= 0
+    )
     assert m["cocte_kept_after_dedup"] >= m["cocte_verified"] == sum(r["targets"] != [r["gold_sql"]] for r in records)
     assert m["sft_targets"] == sum(len(r["targets"]) for r in records)
     for r in records:
@@ -134,8 +154,13 @@ def test_rule_rewriter_keeps_one_target_per_question(rule_run):
     ctx, m = rule_run
     records = read_jsonl(ctx.run_dir / "cold_start" / "train.jsonl")
     assert len(records) == m["train_questions"] == 5 and m["cocte_model_sampled"] == 0
-    assert m["cocte_verified"] == m["cocte_rule_verified"] == m["cocte_kept_after_dedup"] == m["sft_targets"] - (
-        5 - m["cocte_verified"]) > 0
+    assert (
+        m["cocte_verified"]
+        == m["cocte_rule_verified"]
+        == m["cocte_kept_after_dedup"]
+        == m["sft_targets"] - (5 - m["cocte_verified"])
+        > 0
+    )
     _check_consistent(m, records)
 
 
@@ -149,26 +174,35 @@ def test_scripted_model_rewrites_are_verified_and_deduped(rule_run, tmp_path, mo
         for ex in examples:
             rule = to_cocte(ex.gold_sql)
             golds[ex.gold_sql] = rule
-            out.append([rule.replace("SELECT", "select", 1),                  # near-duplicate of the rule rewrite
-                        "WITH a AS (\n  SELECT 'nope' AS x\n)\n\nSELECT x FROM a",   # executes, wrong result
-                        "WITH a AS (\n  SELECT * FROM no_such_table\n)\n\nSELECT * FROM a",  # error
-                        "I cannot rewrite this."])                                        # no CoCTE
+            out.append(
+                [
+                    rule.replace("SELECT", "select", 1),  # near-duplicate of the rule rewrite
+                    "WITH a AS (\n  SELECT 'nope' AS x\n)\n\nSELECT x FROM a",  # executes, wrong result
+                    "WITH a AS (\n  SELECT * FROM no_such_table\n)\n\nSELECT * FROM a",  # error
+                    "I cannot rewrite this.",
+                ]
+            )  # no CoCTE
         return out, 0
 
     monkeypatch.setattr(cold_start_stage, "sample_rewrites", scripted)
-    ctx = _context(tmp_path, "data.cocte_rewriter=both", "data.cocte_rewriter_path=/unused",
-                   "data.cocte_dedup_keep=1.0", "sft.steps=2")
+    ctx = _context(
+        tmp_path,
+        "data.cocte_rewriter=both",
+        "data.cocte_rewriter_path=/unused",
+        "data.cocte_dedup_keep=1.0",
+        "sft.steps=2",
+    )
     try:
         m = run_cold_start(ctx)
         sft = run_sft(ctx)
     finally:
         ctx.close()
-    assert sft["examples"] + sft["dropped_too_long"] == m["sft_targets"]     # one SFT example per kept CoCTE
+    assert sft["examples"] + sft["dropped_too_long"] == m["sft_targets"]  # one SFT example per kept CoCTE
     records = read_jsonl(tmp_path / "cold_start" / "train.jsonl")
     n, v = len(records), rule_m["cocte_rule_verified"]
     assert m["cocte_rule_verified"] == v and m["cocte_model_sampled"] == 4 * n
     assert m["cocte_model_parsed"] == 3 * n and m["cocte_model_executable"] == 2 * n
-    assert m["cocte_model_verified"] == v            # the near-duplicate verifies exactly when the rule does
+    assert m["cocte_model_verified"] == v  # the near-duplicate verifies exactly when the rule does
     assert m["cocte_kept_after_dedup"] == 2 * v and m["sft_targets"] == 2 * v + (n - v)
     for r in records:
         if len(r["targets"]) == 2:
@@ -178,11 +212,16 @@ def test_scripted_model_rewrites_are_verified_and_deduped(rule_run, tmp_path, mo
 
 def test_model_rewriter_samples_from_a_tiny_random_qwen2(rule_run, tmp_path):
     base, _ = rule_run
-    rewriter = save_model(base, new_or_pretrained_policy(base), tmp_path / "rewriter")   # HF dir + tokenizer
+    rewriter = save_model(base, new_or_pretrained_policy(base), tmp_path / "rewriter")  # HF dir + tokenizer
     assert (rewriter / "config.json").exists()
     for mode in ("model", "both"):
-        ctx = _context(tmp_path / mode, f"data.cocte_rewriter={mode}", f"data.cocte_rewriter_path={rewriter}",
-                       "data.cocte_rewrite_samples=2", "data.cocte_rewrite_max_new_tokens=12")
+        ctx = _context(
+            tmp_path / mode,
+            f"data.cocte_rewriter={mode}",
+            f"data.cocte_rewriter_path={rewriter}",
+            "data.cocte_rewrite_samples=2",
+            "data.cocte_rewrite_max_new_tokens=12",
+        )
         try:
             m = run_cold_start(ctx)
         finally:

@@ -1,4 +1,5 @@
 """configs/spider_dev_eval.py on the real Spider dev set with the gold SQL as predictions: 100% EX."""
+
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,10 @@ def _gold_file(tmp_path, n=None):
 
 
 def test_gold_predictions_score_100_percent(tmp_path):
-    cfg = apply_overrides(load_config(ROOT / "configs" / "spider_dev_eval.py"),
-                          [f"data.root={SPIDER}", f"run_dir={tmp_path / 'run'}",
-                           f"inference.predictions_file={_gold_file(tmp_path)}"])
+    cfg = apply_overrides(
+        load_config(ROOT / "configs" / "spider_dev_eval.py"),
+        [f"data.root={SPIDER}", f"run_dir={tmp_path / 'run'}", f"inference.predictions_file={_gold_file(tmp_path)}"],
+    )
     results = run_pipeline(cfg, log=lambda *_: None)
     ev = results["evaluate"]
     assert ev["questions"] == 972  # wta_1 is missing from ../shared/data
@@ -32,8 +34,13 @@ def test_gold_predictions_score_100_percent(tmp_path):
 
 
 def test_short_predictions_file_is_a_clear_error(tmp_path):
-    cfg = apply_overrides(load_config(ROOT / "configs" / "spider_dev_eval.py"),
-                          [f"data.root={SPIDER}", f"run_dir={tmp_path / 'run'}",
-                           f"inference.predictions_file={_gold_file(tmp_path, n=5)}"])
+    cfg = apply_overrides(
+        load_config(ROOT / "configs" / "spider_dev_eval.py"),
+        [
+            f"data.root={SPIDER}",
+            f"run_dir={tmp_path / 'run'}",
+            f"inference.predictions_file={_gold_file(tmp_path, n=5)}",
+        ],
+    )
     with pytest.raises(ValueError, match="one SQL per line"):
         run_pipeline(cfg, log=lambda *_: None)

@@ -1,6 +1,7 @@
 """A real kill: ``launch/run.py`` on the smoke config is SIGKILLed once the RL stage has a finished Orbax
 checkpoint; rerunning the same command skips the finished stages, resumes RL from that checkpoint and finishes
 with the evaluate metrics written."""
+
 import json
 import os
 import re
@@ -27,18 +28,27 @@ def _finished_checkpoint(run_dir: Path) -> int | None:
 
 def test_a_killed_run_resumes_rl_from_its_checkpoint_and_finishes(tmp_path):
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, str(ROOT / "launch" / "run.py"), "--config", str(ROOT / "configs" / "smoke.py"),
-           f"run_dir={run_dir}", "rl.steps=6", "rl.checkpoint_every=1"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "launch" / "run.py"),
+        "--config",
+        str(ROOT / "configs" / "smoke.py"),
+        f"run_dir={run_dir}",
+        "rl.steps=6",
+        "rl.checkpoint_every=1",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(tmp_path / "first.log", "w") as out:
-        first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        first = subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             deadline = time.monotonic() + 240
             while _finished_checkpoint(run_dir) is None and first.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert first.poll() is None, "the run ended before the RL stage checkpointed:\n" + \
-                (tmp_path / "first.log").read_text()[-3000:]
+            assert first.poll() is None, (
+                "the run ended before the RL stage checkpointed:\n" + (tmp_path / "first.log").read_text()[-3000:]
+            )
             assert _finished_checkpoint(run_dir) is not None, "no RL checkpoint within 240 s"
         finally:
             if first.poll() is None:
@@ -47,8 +57,9 @@ def test_a_killed_run_resumes_rl_from_its_checkpoint_and_finishes(tmp_path):
     assert first.returncode == -signal.SIGKILL
     assert not (run_dir / "rl" / "metrics.json").exists() and not (run_dir / "evaluate").exists()
 
-    second = subprocess.run(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, timeout=300)
+    second = subprocess.run(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300
+    )
     log = second.stdout
     assert second.returncode == 0, log[-3000:]
     for stage in ("cold_start", "sft", "prm_labels", "prm"):

@@ -1,6 +1,7 @@
 """The AOT memory check the pipeline runs before its first training stage: a step that cannot fit the device
 memory stops the run with the planner's message before any stage writes anything; a fitting one passes;
 ``memory_check=off`` skips it; on CPU ``auto`` skips it (logged) unless ``memory_limit_gb`` is set."""
+
 import dataclasses
 import importlib.util
 import types
@@ -12,12 +13,17 @@ from rewardsql_jax.stages import memory_check, runner
 from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig, SFTConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = RunConfig(name="memcheck", workers=1, data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=4),
-                 model=ModelConfigSection(vocab_size=256, hidden_size=32, intermediate_size=64, num_layers=1,
-                                          num_heads=2, num_kv_heads=1, max_len=256),
-                 sft=SFTConfig(steps=2, batch_size=2), prm=PRMConfig(steps=2, batch_size=2),
-                 rl=RLConfig(algorithm="grpo_outcome", steps=1, prompts_per_step=2, samples_per_prompt=2,
-                             max_new_tokens=64))
+TINY = RunConfig(
+    name="memcheck",
+    workers=1,
+    data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=4),
+    model=ModelConfigSection(
+        vocab_size=256, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=256
+    ),
+    sft=SFTConfig(steps=2, batch_size=2),
+    prm=PRMConfig(steps=2, batch_size=2),
+    rl=RLConfig(algorithm="grpo_outcome", steps=1, prompts_per_step=2, samples_per_prompt=2, max_new_tokens=64),
+)
 
 
 def _cfg(tmp_path, **kw):
@@ -28,7 +34,7 @@ def _cfg(tmp_path, **kw):
 def ran(monkeypatch):
     """Stage functions replaced by recorders: the tests exercise the check, not the stages."""
     calls = []
-    monkeypatch.setattr(runner, "stage_function", lambda name: (lambda ctx: calls.append(name) or {}))
+    monkeypatch.setattr(runner, "stage_function", lambda name: lambda ctx: calls.append(name) or {})
     return calls
 
 

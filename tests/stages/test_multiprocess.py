@@ -1,6 +1,7 @@
 """The pod launch, on this machine: ``launch/run.py`` as 2 processes x 2 CPU devices (gloo collectives, one
 coordinator on localhost), the way a TPU slice or a multi-node GPU job runs it, against 1 process x 4 devices:
 the same final parameters (fp32 tolerance) and the same EX table; one process writes the shared files."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 # 4 prompt groups: the shared-prefix RL batch splits over the 4 devices. RL on the outcome reward: with the PRM
 # in the reward, groups whose samples tie up to the PRM's fp32 noise (the two runs' PRMs differ by ~2e-7) get
 # z-scored advantages of that noise (std << the 1e-6 epsilon), so grpo's parameters agree only to ~1e-3.
-SMOKE = ["--config", str(ROOT / "configs" / "smoke.py"), "workers=1",
-         "rl.prompts_per_step=4", "rl.algorithm=grpo_outcome"]
+SMOKE = [
+    "--config",
+    str(ROOT / "configs" / "smoke.py"),
+    "workers=1",
+    "rl.prompts_per_step=4",
+    "rl.algorithm=grpo_outcome",
+]
 
 
 @pytest.fixture(scope="module")

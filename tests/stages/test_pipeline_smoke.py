@@ -1,4 +1,5 @@
 """End-to-end: `python launch/run.py --config configs/smoke.py` runs every stage and leaves sane artefacts."""
+
 import json
 import subprocess
 import sys
@@ -12,8 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_smoke_pipeline_runs_every_stage_and_resumes(tmp_path):
     run_dir = tmp_path / "smoke"
-    cmd = [sys.executable, str(ROOT / "launch" / "run.py"), "--config", str(ROOT / "configs" / "smoke.py"),
-           f"run_dir={run_dir}"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "launch" / "run.py"),
+        "--config",
+        str(ROOT / "configs" / "smoke.py"),
+        f"run_dir={run_dir}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "EX (bird rule)" in proc.stdout
@@ -33,7 +39,9 @@ def test_smoke_pipeline_runs_every_stage_and_resumes(tmp_path):
     # every EX with its 95% interval (points) and the paired differences, as the default run prints them
     assert set(ev["methods"]) >= {"sft_greedy", "rl_greedy", "best_of_n", "self_consistency"}
     for m, r in ev["methods"].items():
-        assert r["ex"] == pytest.approx(100 * ev["ex"][{"sft_greedy": "greedy_sft", "rl_greedy": "greedy_rl"}.get(m, m)])
+        assert r["ex"] == pytest.approx(
+            100 * ev["ex"][{"sft_greedy": "greedy_sft", "rl_greedy": "greedy_rl"}.get(m, m)]
+        )
         assert r["ci95"][0] <= r["ex"] <= r["ci95"][1]
     comps = {(c["method"], c["baseline"]): c for c in ev["comparisons"]}
     assert ("rl_greedy", "sft_greedy") in comps and ("best_of_n", "self_consistency") in comps

@@ -1,6 +1,7 @@
 """Preemption with a real signal: SIGTERM to a running ``launch/run.py`` during RL checkpoints at the next step
 boundary and exits resumably (143); the same command then finishes with parameters bit-identical to a run that
 was never interrupted. Single process, and 2 processes where only one of them is signalled."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,12 @@ RL = ["stages=cold_start,sft,rl", "rl.algorithm=grpo_outcome", "rl.steps=40", "r
 
 def _preempt_and_resume(tmp_path: Path, *, processes: int, devices: int, signalled: int):
     base = tmp_path / "base"
-    launch([*BASE, f"run_dir={base}", "stages=cold_start,sft"], processes=processes, devices=devices,
-           log_dir=tmp_path / "logs_base")
+    launch(
+        [*BASE, f"run_dir={base}", "stages=cold_start,sft"],
+        processes=processes,
+        devices=devices,
+        log_dir=tmp_path / "logs_base",
+    )
     full, cut = tmp_path / "full", tmp_path / "cut"
     shutil.copytree(base, full)
     shutil.copytree(base, cut)

@@ -1,4 +1,5 @@
 """Pure helpers of the prm_labels stage: step layout of sampled responses, rule filtering, similarity dedup."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,11 @@ from rewardsql_jax.stages.prm_labels import filter_rollouts, merge_near_duplicat
 def test_parseable_cocte_gets_one_step_per_cte_and_the_final_query():
     text = "WITH a AS (SELECT x FROM t), b AS (SELECT * FROM a WHERE x > 1) SELECT COUNT(*) FROM b"
     steps, ok = response_steps(text)
-    assert ok and steps == ("WITH a AS (SELECT x FROM t),", "b AS (SELECT * FROM a WHERE x > 1)",
-                            "SELECT COUNT(*) FROM b")
+    assert ok and steps == (
+        "WITH a AS (SELECT x FROM t),",
+        "b AS (SELECT * FROM a WHERE x > 1)",
+        "SELECT COUNT(*) FROM b",
+    )
     # already in the policy's layout: unchanged
     laid_out = "WITH a AS (\n  SELECT x FROM t\n),\n\nb AS (SELECT * FROM a)\n\nSELECT * FROM b"
     assert "\n\n".join(response_steps(laid_out)[0]) == laid_out
@@ -42,17 +46,24 @@ def test_rule_filter_drops_empty_and_duplicates():
 
 
 def test_similarity_dedup_merges_formatting_variants_and_keeps_a_share():
-    texts = ["SELECT a FROM t WHERE b = 1", "select a\nfrom t where b = 1", "SELECT a FROM t WHERE b = 2",
-             "junk (", "SELECT COUNT(*) FROM u GROUP BY c", "SELECT a, b, c FROM t JOIN u ON t.x = u.y"]
+    texts = [
+        "SELECT a FROM t WHERE b = 1",
+        "select a\nfrom t where b = 1",
+        "SELECT a FROM t WHERE b = 2",
+        "junk (",
+        "SELECT COUNT(*) FROM u GROUP BY c",
+        "SELECT a, b, c FROM t JOIN u ON t.x = u.y",
+    ]
     parse = [True, True, True, False, True, True]
-    assert merge_near_duplicates(texts, parse) == [0, 2, 3, 4, 5]     # 1 only differs by formatting
+    assert merge_near_duplicates(texts, parse) == [0, 2, 3, 4, 5]  # 1 only differs by formatting
     kept = merge_near_duplicates(texts, parse, keep=0.5)
-    assert 3 in kept and 1 not in kept                              # unparseable ones are never dropped
-    assert len([i for i in kept if parse[i]]) == 2                  # half of the 4 distinct parseable ones
+    assert 3 in kept and 1 not in kept  # unparseable ones are never dropped
+    assert len([i for i in kept if parse[i]]) == 2  # half of the 4 distinct parseable ones
 
 
 def test_mc_completions_continue_the_prefix_and_keep_its_steps():
     from rewardsql_jax.stages.prm_labels import continued_steps
+
     prefix = ("WITH a AS (SELECT x FROM t)",)
     # the policy writes the blank line itself, then the next steps
     assert continued_steps(prefix, "\n\nSELECT MAX(x) FROM a") == prefix + ("SELECT MAX(x) FROM a",)

@@ -4,6 +4,7 @@ One run directory holds cold-start data and an untrained tiny policy standing in
 stage has its own tests; the stages here only need a policy checkpoint). A second run copies it and replaces
 the sampler by a scripted policy whose truth is known, so the OmegaPRM labels can be checked exactly.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,13 @@ def scripted_run(base_run, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("prm_scripted")
     for stage in ("cold_start", "sft"):
         shutil.copytree(base_run.run_dir / stage, run_dir / stage)
-    ctx = _context(run_dir, "prm_labels.rollouts_per_question=3", "prm_labels.search_budget=3",
-                   "prm.heldout_fraction=0.25", "prm.steps=4")
+    ctx = _context(
+        run_dir,
+        "prm_labels.rollouts_per_question=3",
+        "prm_labels.search_budget=3",
+        "prm.heldout_fraction=0.25",
+        "prm.steps=4",
+    )
     records = read_jsonl(ctx.require("cold_start", "train.jsonl"))
     golds = {r["prompt"]: response_steps(r["target"])[0] for r in records}
 
@@ -59,7 +65,7 @@ def scripted_run(base_run, tmp_path_factory):
         out = []
         for p in prompts:
             q = max((q for q in golds if p.startswith(q)), key=len)
-            gold, rest = golds[q], p[len(q):]
+            gold, rest = golds[q], p[len(q) :]
             if not rest:
                 out.append(["\n\n".join(gold), "\n\n".join(gold[:-1] + (WRONG_FINAL,)), GARBAGE][:k])
                 continue
@@ -84,10 +90,10 @@ def _check_record_shapes(records, tok):
     for rec in records:
         y = rec["step_labels"]
         assert y and set(y) <= {0, 1}
-        assert y == sorted(y, reverse=True)             # 1 ... 1 0 ... 0
+        assert y == sorted(y, reverse=True)  # 1 ... 1 0 ... 0
         assert rec["first_wrong"] == (y.index(0) if 0 in y else None)
         ids = tok(format_prm_input(rec["prompt"], rec["response"]), add_special_tokens=False).input_ids
-        assert sum(t == tag for t in ids) == len(y)     # one PRM step tag per label
+        assert sum(t == tag for t in ids) == len(y)  # one PRM step tag per label
 
 
 def test_prm_labels_with_the_tiny_policy(base_run):
@@ -119,14 +125,17 @@ def test_prm_labels_are_exact_for_a_scripted_policy(scripted_run):
         gold = golds[prompt]
         n = len(gold)
         got = {(r["source"], r["response"]): r["step_labels"] for r in recs}
-        assert got == {
-            ("rollout", "\n\n".join(gold)): [1] * n,                                   # reaches the gold result
-            ("search", "\n\n".join(gold[:-1] + (WRONG_FINAL,))): [1] * (n - 1) + [0],  # only the final is wrong
-            ("search", GARBAGE): [0, 0],                                               # wrong from step 1
-            ("search", "\n\n".join(gold[:1] + (WRONG_COMPLETION,))): [1, 0],           # a searched completion
-        }
+        assert (
+            got
+            == {
+                ("rollout", "\n\n".join(gold)): [1] * n,  # reaches the gold result
+                ("search", "\n\n".join(gold[:-1] + (WRONG_FINAL,))): [1] * (n - 1) + [0],  # only the final is wrong
+                ("search", GARBAGE): [0, 0],  # wrong from step 1
+                ("search", "\n\n".join(gold[:1] + (WRONG_COMPLETION,))): [1, 0],  # a searched completion
+            }
+        )
         assert [r["parseable"] for r in recs if r["response"] == GARBAGE] == [False]
-        expected_mc += 1 + (n - 1)   # garbage: one midpoint; wrong final: a gold prefix per midpoint
+        expected_mc += 1 + (n - 1)  # garbage: one midpoint; wrong final: a gold prefix per midpoint
     assert m["mc_evaluations"] == expected_mc and m["completions"] == 2 * expected_mc
     assert m["search_iterations"] == 4 * 3 and m["rollouts_unparseable"] == 4
     assert m["sources"] == {"rollout": 4, "search": 12}
@@ -137,7 +146,7 @@ def test_prm_trains_and_reports_heldout_auc(scripted_run):
     m = run_prm(ctx)
     held = m["heldout"]
     assert m["heldout_questions"] == 1 and m["train"]["questions"] == 3
-    assert 0 < held["positives"] < held["steps"]            # the scripted labels give both classes
+    assert 0 < held["positives"] < held["steps"]  # the scripted labels give both classes
     assert 0.0 <= held["auc"] <= 1.0 and 0.0 <= held["accuracy"] <= 1.0
     assert 0 < m["train"]["positives"] < m["train"]["steps"]
     assert len(m["train_loss_curve"]) >= 2 and all(math.isfinite(loss) for _, loss, _ in m["train_loss_curve"])
@@ -145,8 +154,9 @@ def test_prm_trains_and_reports_heldout_auc(scripted_run):
     assert m["balance"]["mode"] == "none" and m["balance"]["before"] == m["balance"]["after"]
     model = from_pretrained(ctx.run_dir / "prm" / "model")
     assert model.config.vocab_size >= len(ctx.tokenizer())
-    assert (ctx.run_dir / "prm" / "model" / "tokenizer.json").exists() or \
-        any((ctx.run_dir / "prm" / "model").glob("tokenizer*"))
+    assert (ctx.run_dir / "prm" / "model" / "tokenizer.json").exists() or any(
+        (ctx.run_dir / "prm" / "model").glob("tokenizer*")
+    )
 
 
 @pytest.mark.parametrize("balance", ["weight", "downsample"])
@@ -154,8 +164,13 @@ def test_prm_trains_with_balanced_labels(scripted_run, tmp_path, balance):
     src, _, _ = scripted_run
     for stage in ("cold_start", "sft", "prm_labels"):
         shutil.copytree(src.run_dir / stage, tmp_path / stage)
-    ctx = _context(tmp_path, "prm_labels.rollouts_per_question=3", "prm.heldout_fraction=0.25", "prm.steps=2",
-                   f"prm.balance={balance}")
+    ctx = _context(
+        tmp_path,
+        "prm_labels.rollouts_per_question=3",
+        "prm.heldout_fraction=0.25",
+        "prm.steps=2",
+        f"prm.balance={balance}",
+    )
     try:
         m = run_prm(ctx)
     finally:
@@ -170,7 +185,7 @@ def test_prm_trains_with_balanced_labels(scripted_run, tmp_path, balance):
     else:
         minority = min(("positives", "negatives"), key=before.get)
         majority = "negatives" if minority == "positives" else "positives"
-        assert b["pos_weight"] == 1.0 and after[minority] == before[minority]     # only majority-only responses go
+        assert b["pos_weight"] == 1.0 and after[minority] == before[minority]  # only majority-only responses go
         assert after[minority] <= after[majority] < before[majority] and b["dropped_responses"] > 0
         assert before["responses"] - after["responses"] == b["dropped_responses"]
     assert all(math.isfinite(loss) for _, loss, _ in m["train_loss_curve"])
@@ -184,7 +199,7 @@ def test_result_annotations_keep_one_tag_per_label(scripted_run):
     for rec, text in zip(records, annotated):
         assert text.count("<result>") == len(rec["step_labels"])
     gold = next(t for r, t in zip(records, annotated) if r["source"] == "rollout")
-    assert "Execution error" not in gold                    # every prefix of a verified CoCTE executes
+    assert "Execution error" not in gold  # every prefix of a verified CoCTE executes
     garbage = next(t for r, t in zip(records, annotated) if r["response"] == GARBAGE)
     assert garbage.count("Execution error") == 2
     ex, too_long, mismatch = encode_examples(tok, records, annotated, step_tag_ids(tok).tag_id, 10_000)

@@ -1,5 +1,6 @@
 """The RL stage end to end on a tiny generated benchmark: every algorithm trains from the SFT policy, writes a
 loadable rl/policy and sane metrics; a stopped run resumes from its checkpoint to the same final params."""
+
 import dataclasses
 import json
 import shutil
@@ -17,8 +18,15 @@ from rewardsql_jax.stages.runner import run_pipeline
 
 pytestmark = pytest.mark.slow  # ~1-3 min on 2 CPU cores: compiles a sampler and a train step per run
 
-RL = RLConfig(algorithm="reinforce_pp", steps=2, prompts_per_step=2, samples_per_prompt=2, max_new_tokens=16,
-              lr=1e-2, kl_beta=0.01)
+RL = RLConfig(
+    algorithm="reinforce_pp",
+    steps=2,
+    prompts_per_step=2,
+    samples_per_prompt=2,
+    max_new_tokens=16,
+    lr=1e-2,
+    kl_beta=0.01,
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +34,24 @@ def base(tmp_path_factory):
     """cold_start + a 10-step SFT of a tiny Qwen2 (enough for SQL-like text whose clause rewards differ), shared
     by the tests (each copies it)."""
     root = tmp_path_factory.mktemp("rl_base")
-    cfg = RunConfig(name="rl_test", run_dir=str(root / "run"), workers=1, stages=("cold_start", "sft"),
-                    data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=6, schema_examples=0,
-                                    max_train=4, max_eval=2),
-                    model=ModelConfigSection(vocab_size=600, hidden_size=32, intermediate_size=64, num_layers=1,
-                                             num_heads=2, num_kv_heads=1, max_len=1024),
-                    sft=SFTConfig(steps=10, batch_size=4, lr=2e-2, warmup_steps=1), rl=RL)
+    cfg = RunConfig(
+        name="rl_test",
+        run_dir=str(root / "run"),
+        workers=1,
+        stages=("cold_start", "sft"),
+        data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=6, schema_examples=0, max_train=4, max_eval=2),
+        model=ModelConfigSection(
+            vocab_size=600,
+            hidden_size=32,
+            intermediate_size=64,
+            num_layers=1,
+            num_heads=2,
+            num_kv_heads=1,
+            max_len=1024,
+        ),
+        sft=SFTConfig(steps=10, batch_size=4, lr=2e-2, warmup_steps=1),
+        rl=RL,
+    )
     run_pipeline(cfg, log=lambda *_: None)
     return cfg
 
@@ -58,8 +78,10 @@ def _params(path):
 
 
 def _changed(run_dir):
-    return any(not np.array_equal(a, b) for a, b in zip(_params(run_dir / "rl" / "policy"),
-                                                         _params(run_dir / "sft" / "policy")))
+    return any(
+        not np.array_equal(a, b)
+        for a, b in zip(_params(run_dir / "rl" / "policy"), _params(run_dir / "sft" / "policy"))
+    )
 
 
 def _sane_online(m, steps):

@@ -9,6 +9,7 @@ rewards and the stage's token alignment and batching; the measure is the OR rate
 the RL temperature, before (SFT policy) and after (``rl/policy``). This is the safety net of the RL path: a
 change that makes it fail is wrong (sign, log-prob alignment, advantage placement, temperature, rewards).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,15 +61,28 @@ def base(tmp_path_factory):
     PRM: the shared start of every RL run (each copies it). Also the SFT policy's OR rate."""
     root = tmp_path_factory.mktemp("learning") / "base"
     cfg = RunConfig(
-        name="learning", run_dir=str(root), seed=int(os.environ.get("REWARDSQL_LEARNING_SEED", "0")), workers=1, memory_check="off",
+        name="learning",
+        run_dir=str(root),
+        seed=int(os.environ.get("REWARDSQL_LEARNING_SEED", "0")),
+        workers=1,
+        memory_check="off",
         stages=("cold_start", "sft", "prm_labels", "prm", "rl"),
-        model=ModelConfigSection(vocab_size=400, hidden_size=64, intermediate_size=128, num_layers=1, num_heads=2,
-                                 num_kv_heads=1, max_len=512),
+        model=ModelConfigSection(
+            vocab_size=400,
+            hidden_size=64,
+            intermediate_size=128,
+            num_layers=1,
+            num_heads=2,
+            num_kv_heads=1,
+            max_len=512,
+        ),
         sft=SFTConfig(steps=150, batch_size=16, lr=1e-2, warmup_steps=2),
-        prm_labels=PRMLabelConfig(num_questions=16, rollouts_per_question=4, completions_per_step=8,
-                                  search_budget=4, max_new_tokens=MAX_NEW),
+        prm_labels=PRMLabelConfig(
+            num_questions=16, rollouts_per_question=4, completions_per_step=8, search_budget=4, max_new_tokens=MAX_NEW
+        ),
         prm=PRMConfig(steps=200, batch_size=16, lr=3e-3, heldout_fraction=0.25),
-        rl=RLConfig(prompts_per_step=4, samples_per_prompt=8, max_new_tokens=MAX_NEW, checkpoint_every=100))
+        rl=RLConfig(prompts_per_step=4, samples_per_prompt=8, max_new_tokens=MAX_NEW, checkpoint_every=100),
+    )
     write_cold_start(root, cfg.model.vocab_size)
     results = run_pipeline(dataclasses.replace(cfg, stages=("sft", "prm_labels", "prm")), log=lambda *_: None)
     return cfg, results["prm"], sampled_or_rate(root, "sft/policy", max_new_tokens=MAX_NEW)
@@ -82,8 +96,9 @@ def _flip_online(monkeypatch):
     def flipped(ro, upd, **kw):
         if upd.advantages is not None:
             return build(ro, Update(upd.rewards, advantages=-np.asarray(upd.advantages), field=upd.field), **kw)
-        return build(ro, Update(upd.rewards, token_values=[-np.asarray(v) for v in upd.token_values],
-                                field=upd.field), **kw)
+        return build(
+            ro, Update(upd.rewards, token_values=[-np.asarray(v) for v in upd.token_values], field=upd.field), **kw
+        )
 
     monkeypatch.setattr(rl_update, "train_batch", flipped)
 
@@ -93,8 +108,9 @@ def _flip_offline(monkeypatch):
     candidates as it would, ranked by -R instead of R."""
     pairs, kept = dpo.dpo_pairs, rs.rs_kept
     monkeypatch.setattr(dpo, "dpo_pairs", lambda cands: [(b, a) for a, b in pairs(cands)])
-    monkeypatch.setattr(rs, "rs_kept", lambda cands, threshold: sorted(cands, key=lambda c: c["reward"])
-                        [:len(kept(cands, threshold))])
+    monkeypatch.setattr(
+        rs, "rs_kept", lambda cands, threshold: sorted(cands, key=lambda c: c["reward"])[: len(kept(cands, threshold))]
+    )
 
 
 def _run_rl(base, tmp_path, algorithm, name):
@@ -102,8 +118,7 @@ def _run_rl(base, tmp_path, algorithm, name):
     run = tmp_path / name
     shutil.copytree(cfg.run_dir, run)
     rl = dataclasses.replace(cfg.rl, algorithm=algorithm, **RL[algorithm])
-    metrics = run_pipeline(dataclasses.replace(cfg, run_dir=str(run), stages=("rl",), rl=rl),
-                           log=lambda *_: None)["rl"]
+    metrics = run_pipeline(dataclasses.replace(cfg, run_dir=str(run), stages=("rl",), rl=rl), log=lambda *_: None)["rl"]
     return metrics, sampled_or_rate(run, "rl/policy", max_new_tokens=MAX_NEW)
 
 

@@ -1,5 +1,6 @@
 """A run directory can be moved and resumed from any working directory, and a database that is gone stops
 the RL stage with a clear message instead of training on all-zero rewards."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ SMOKE = str(Path(__file__).resolve().parents[2] / "configs" / "smoke.py")
 
 
 def _config(run_dir, *overrides):
-    return apply_overrides(load_config(SMOKE), [f"run_dir={run_dir}", "workers=1", "memory_check=off",
-                                                "data.questions_per_db=6", *overrides])
+    return apply_overrides(
+        load_config(SMOKE),
+        [f"run_dir={run_dir}", "workers=1", "memory_check=off", "data.questions_per_db=6", *overrides],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +44,10 @@ def moved_run(tmp_path_factory):
 def test_a_moved_run_resumes_from_another_working_directory(moved_run, monkeypatch):
     cwd, moved = moved_run
     monkeypatch.chdir(cwd)
-    out = run_pipeline(_config("elsewhere/r", "stages=cold_start,sft,rl", "rl.algorithm=grpo_outcome",
-                               "rl.steps=1"), log=lambda *_: None)
+    out = run_pipeline(
+        _config("elsewhere/r", "stages=cold_start,sft,rl", "rl.algorithm=grpo_outcome", "rl.steps=1"),
+        log=lambda *_: None,
+    )
     assert out["rl"]["steps"] == 1
     # the gold queries ran: the databases were found where the run directory now is
     log = [json.loads(line) for line in (moved / "log.jsonl").read_text().splitlines()]

@@ -1,5 +1,6 @@
 """``rl.prompts_per_sampler_call``: validated against ``rl.prompts_per_step`` and handed to every sampler call of
 the RL stage (online and offline) and to the AOT plan; 0 keeps the automatic chunking."""
+
 import types
 
 import pytest
@@ -45,8 +46,11 @@ def ctx(tmp_path, monkeypatch):
     monkeypatch.setattr(rl_offline, "load_prm_scorer", lambda ctx: None)
 
     def make(algorithm, per_call):
-        cfg = RunConfig(run_dir=str(tmp_path / algorithm), stages=("rl",),
-                        rl=RLConfig(algorithm=algorithm, prompts_per_step=8, prompts_per_sampler_call=per_call))
+        cfg = RunConfig(
+            run_dir=str(tmp_path / algorithm),
+            stages=("rl",),
+            rl=RLConfig(algorithm=algorithm, prompts_per_step=8, prompts_per_sampler_call=per_call),
+        )
         c = RunContext.create(cfg)
         c._tokenizer, c._pool = types.SimpleNamespace(pad_token_id=0, eos_token_id=0), object()
         return c

@@ -1,5 +1,6 @@
 """The SFT stage on ``training.fit``: with ``sft.checkpoint_every`` a run stopped mid-way resumes from its
 checkpoint to the parameters of an uninterrupted run."""
+
 import dataclasses
 
 import jax
@@ -13,12 +14,16 @@ from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, RunC
 from rewardsql_jax.stages.runner import run_pipeline
 from rewardsql_jax.training.fit import StoppedEarly
 
-CFG = RunConfig(name="sft_test", workers=1, stages=("cold_start", "sft"),
-                data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=6, schema_examples=0, max_train=6,
-                                max_eval=2),
-                model=ModelConfigSection(vocab_size=500, hidden_size=32, intermediate_size=64, num_layers=1,
-                                         num_heads=2, num_kv_heads=1, max_len=1024),
-                sft=SFTConfig(steps=6, batch_size=2, lr=1e-2, warmup_steps=1, checkpoint_every=2))
+CFG = RunConfig(
+    name="sft_test",
+    workers=1,
+    stages=("cold_start", "sft"),
+    data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=6, schema_examples=0, max_train=6, max_eval=2),
+    model=ModelConfigSection(
+        vocab_size=500, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=1024
+    ),
+    sft=SFTConfig(steps=6, batch_size=2, lr=1e-2, warmup_steps=1, checkpoint_every=2),
+)
 
 
 def _params(run_dir):

@@ -1,4 +1,5 @@
 """A finished stage is reused on a rerun only when the settings its artefacts depend on are unchanged."""
+
 from __future__ import annotations
 
 import subprocess
@@ -16,8 +17,9 @@ SMOKE = str(ROOT / "configs" / "smoke.py")
 
 
 def _cfg(run_dir, *overrides):
-    return apply_overrides(load_config(SMOKE), [f"run_dir={run_dir}", "workers=1", "memory_check=off",
-                                                "stages=cold_start", *overrides])
+    return apply_overrides(
+        load_config(SMOKE), [f"run_dir={run_dir}", "workers=1", "memory_check=off", "stages=cold_start", *overrides]
+    )
 
 
 def test_a_stage_depends_on_its_own_and_earlier_sections_only():
@@ -43,8 +45,15 @@ def test_a_changed_finished_stage_stops_the_rerun_and_accept_keeps_it(tmp_path):
 
 
 def test_the_cli_says_what_changed_in_one_line(tmp_path):
-    cmd = [sys.executable, str(ROOT / "launch" / "run.py"), "--config", SMOKE, f"run_dir={tmp_path / 'run'}",
-           "workers=1", "stages=cold_start"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "launch" / "run.py"),
+        "--config",
+        SMOKE,
+        f"run_dir={tmp_path / 'run'}",
+        "workers=1",
+        "stages=cold_start",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
     out = subprocess.run(cmd + ["data.n_train_dbs=1"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 1 and "Traceback" not in out.stderr

@@ -1,4 +1,5 @@
 """Tiny Qwen2-shaped model and random batches shared by the training tests."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,17 @@ V = 128
 
 def tiny_config(**overrides) -> ModelConfig:
     """2 layers, hidden 32, 4 heads / 2 KV heads, vocab 128, untied head."""
-    kw = dict(model_type="qwen2", vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=2, head_dim=8, attention_bias=True)
+    kw = dict(
+        model_type="qwen2",
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        attention_bias=True,
+    )
     kw.update(overrides)
     return ModelConfig(**kw)
 
@@ -22,8 +32,9 @@ def tiny_config(**overrides) -> ModelConfig:
 def tiny_state(seed=0, *, with_reference=False, lr=1e-3, eps=1e-6, **model_overrides):
     """TrainState of a fresh tiny model with AdamW(lr, wd 0.01, clip 1.0)."""
     tx = make_optimizer(OptimizerConfig(learning_rate=lr, weight_decay=0.01, eps=eps))
-    return create_train_state(build_model(tiny_config(**model_overrides), seed=seed), tx, seed=seed,
-                              with_reference=with_reference)
+    return create_train_state(
+        build_model(tiny_config(**model_overrides), seed=seed), tx, seed=seed, with_reference=with_reference
+    )
 
 
 def _ids_mask(rng, b, t, prompt=4):
@@ -59,8 +70,15 @@ def rl_batch(seed=0, b=8, t=12, *, per_token=True, with_ref=True) -> RLBatch:
         return (-4.9 + 0.3 * rng.normal(size=(b, t))).astype(np.float32)
 
     adv = rng.normal(size=(b, t) if per_token else (b,)).astype(np.float32)
-    return RLBatch(ids, attn, comp, old_logprobs=lp(), advantages=adv, ref_logprobs=lp() if with_ref else None,
-                   token_rewards=rng.normal(size=(b, t)).astype(np.float32) * comp)
+    return RLBatch(
+        ids,
+        attn,
+        comp,
+        old_logprobs=lp(),
+        advantages=adv,
+        ref_logprobs=lp() if with_ref else None,
+        token_rewards=rng.normal(size=(b, t)).astype(np.float32) * comp,
+    )
 
 
 def preference_batch(seed=0, b=8, t=12) -> PreferenceBatch:

@@ -1,4 +1,5 @@
 """Checkpoints: kill-and-resume equals an uninterrupted run, keep-N, NaN stop with the last good checkpoint, HF export."""
+
 from __future__ import annotations
 
 import jax
@@ -18,8 +19,13 @@ K, N = 3, 2
 
 def _records():
     rng = np.random.default_rng(0)
-    return [{"prompt_ids": rng.integers(1, 128, rng.integers(2, 10)).tolist(),
-             "target_ids": rng.integers(1, 128, rng.integers(2, 20)).tolist()} for _ in range(40)]
+    return [
+        {
+            "prompt_ids": rng.integers(1, 128, rng.integers(2, 10)).tolist(),
+            "target_ids": rng.integers(1, 128, rng.integers(2, 20)).tolist(),
+        }
+        for _ in range(40)
+    ]
 
 
 def _iterator():
@@ -47,8 +53,15 @@ def test_kill_and_resume_reaches_the_same_parameters(tmp_path, uninterrupted):
     _, states = uninterrupted
     ckpt = Checkpointer(tmp_path / "run", max_to_keep=2)
     state = tiny_state()
-    state, _ = train(state, make_train_step(state.graphdef, "sft"), _iterator(), num_steps=K, checkpointer=ckpt,
-                     save_every=2, progress=False)
+    state, _ = train(
+        state,
+        make_train_step(state.graphdef, "sft"),
+        _iterator(),
+        num_steps=K,
+        checkpointer=ckpt,
+        save_every=2,
+        progress=False,
+    )
     ckpt.close()
     del state, ckpt  # the "kill": nothing of the first run survives but the files
 
@@ -59,8 +72,16 @@ def test_kill_and_resume_reaches_the_same_parameters(tmp_path, uninterrupted):
     assert int(state.step) == K
     for got, want in zip(_leaves(state), states[K - 1]):
         np.testing.assert_array_equal(got, want)
-    state, history = train(state, make_train_step(state.graphdef, "sft"), it, num_steps=K + N,
-                           checkpointer=ckpt, save_every=2, log_every=1, progress=False)
+    state, history = train(
+        state,
+        make_train_step(state.graphdef, "sft"),
+        it,
+        num_steps=K + N,
+        checkpointer=ckpt,
+        save_every=2,
+        log_every=1,
+        progress=False,
+    )
     ckpt.close()
     assert [h["step"] for h in history] == list(range(K + 1, K + N + 1))
     for got, want in zip(_leaves(state), states[-1]):
@@ -97,8 +118,15 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, uninterrupt
     ckpt = Checkpointer(tmp_path / "nan", max_to_keep=3)
     state = tiny_state()
     with pytest.raises(NonFiniteLossError, match=r"non-finite loss at step 3.*last good checkpoint is step 2"):
-        train(state, make_train_step(state.graphdef, "sft"), _PoisonAt(bad=3), num_steps=5, checkpointer=ckpt,
-              save_every=2, progress=False)
+        train(
+            state,
+            make_train_step(state.graphdef, "sft"),
+            _PoisonAt(bad=3),
+            num_steps=5,
+            checkpointer=ckpt,
+            save_every=2,
+            progress=False,
+        )
     ckpt.close()
     ckpt = Checkpointer(tmp_path / "nan")
     assert ckpt.all_steps() == [2]

@@ -1,4 +1,5 @@
 """Fixed-shape RL / preference / SFT batches: token alignment of completions, log-probs and advantages."""
+
 import numpy as np
 import pytest
 
@@ -10,7 +11,9 @@ def test_rl_batch_aligns_completion_fields_with_their_tokens():
     prompts = [[5, 6, 7], [8]]
     comps = [[10, 11], [12, 13, 14]]
     lps = [[-0.5, -0.25], [-1.0, -2.0, -3.0]]
-    b = rl_batch(prompts, comps, lps, length=8, pad_id=0, token_values=[np.array([1.0, 2.0]), np.array([3., 4., 5.])])
+    b = rl_batch(
+        prompts, comps, lps, length=8, pad_id=0, token_values=[np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0])]
+    )
     assert b.input_ids.tolist() == [[5, 6, 7, 10, 11, 0, 0, 0], [8, 12, 13, 14, 0, 0, 0, 0]]
     assert b.attention_mask.tolist() == [[1] * 5 + [0] * 3, [1] * 4 + [0] * 4]
     assert b.completion_mask.tolist() == [[0, 0, 0, 1, 1, 0, 0, 0], [0, 1, 1, 1, 0, 0, 0, 0]]
@@ -22,8 +25,9 @@ def test_rl_batch_aligns_completion_fields_with_their_tokens():
 def test_rl_batch_per_sequence_and_token_rewards():
     b = rl_batch([[1]], [[2, 3]], [[-1.0, -1.0]], length=4, pad_id=9, advantages=[0.7])
     assert b.advantages.shape == (1,) and b.token_rewards is None and b.input_ids[0, 3] == 9
-    r = rl_batch([[1]], [[2, 3]], [[-1.0, -1.0]], length=4, pad_id=9, token_values=[np.array([1.5, -0.5])],
-                 field="token_rewards")
+    r = rl_batch(
+        [[1]], [[2, 3]], [[-1.0, -1.0]], length=4, pad_id=9, token_values=[np.array([1.5, -0.5])], field="token_rewards"
+    )
     assert r.advantages is None and r.token_rewards[0].tolist() == [0, 1.5, -0.5, 0]
 
 

@@ -1,4 +1,5 @@
 """User errors get one clear message: unknown loss, wrong batch type or shapes, bad options and configs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,10 +34,13 @@ def test_mismatched_batch_shapes_name_the_field():
     with pytest.raises(ValueError, match=r"RLBatch\.input_ids must hold integer"):
         rl.replace(input_ids=rl.input_ids.astype(np.float32)).validate()
     with pytest.raises(ValueError, match=r"PRMBatch\.tag_positions must lie in \[0, 12\)"):
-        PRMBatch(b.input_ids, b.attention_mask, np.full((8, 2), 12, np.int32), np.zeros((8, 2)), np.ones((8, 2))).validate()
+        PRMBatch(
+            b.input_ids, b.attention_mask, np.full((8, 2), 12, np.int32), np.zeros((8, 2)), np.ones((8, 2))
+        ).validate()
     with pytest.raises(ValueError, match=r"PreferenceBatch\.rejected_input_ids has shape"):
-        PreferenceBatch(b.input_ids, b.attention_mask, b.loss_mask, b.input_ids[:, :5], b.attention_mask,
-                        b.loss_mask).validate()
+        PreferenceBatch(
+            b.input_ids, b.attention_mask, b.loss_mask, b.input_ids[:, :5], b.attention_mask, b.loss_mask
+        ).validate()
 
 
 def test_train_step_rejects_bad_batches_before_compiling():
@@ -61,7 +65,9 @@ def test_missing_inputs_and_options_are_explained():
         b = sft_batch()
         batch = PRMBatch(b.input_ids, b.attention_mask, np.zeros((8, 2), np.int32), np.zeros((8, 2)), np.ones((8, 2)))
         make_train_step(state.graphdef, "prm")(state, batch)
-    with pytest.raises(ValueError, match=r"loss 'grpo' does not take option\(s\) \['clip_epsilon'\]; it accepts .*clip_eps"):
+    with pytest.raises(
+        ValueError, match=r"loss 'grpo' does not take option\(s\) \['clip_epsilon'\]; it accepts .*clip_eps"
+    ):
         make_train_step(state.graphdef, "grpo", {"clip_epsilon": 0.2})
     with pytest.raises(ValueError, match="micro_batches must be a positive integer"):
         make_train_step(state.graphdef, "sft", micro_batches=0)

@@ -1,4 +1,5 @@
 """A loss registered with only its family trains through the family's adapter, exactly like a built-in."""
+
 from __future__ import annotations
 
 import jax
@@ -70,8 +71,10 @@ def test_preference_and_supervised_families(scratch_registry):
     def my_sft(logits, targets, mask, *, weights=None):
         return losses.sft(logits, targets, mask)
 
-    _assert_same(_params_after("my_dpo", {"beta": 0.2}, preference_batch(), with_reference=True)[0],
-                 _params_after("dpo", {"beta": 0.2}, preference_batch(), with_reference=True)[0])
+    _assert_same(
+        _params_after("my_dpo", {"beta": 0.2}, preference_batch(), with_reference=True)[0],
+        _params_after("dpo", {"beta": 0.2}, preference_batch(), with_reference=True)[0],
+    )
     _assert_same(_params_after("my_sft", {}, sft_batch())[0], _params_after("sft", {}, sft_batch())[0])
 
 
@@ -89,5 +92,6 @@ def test_sft_target_tokens_bound_gives_the_same_step():
     _assert_same(sparse, full)
     assert float(m_sparse["loss"]) == pytest.approx(float(m_full["loss"]), rel=1e-6)
     weighted = {"reduction": "sequence_mean"}
-    _assert_same(_params_after("sft", {**weighted, "target_tokens": 8}, batch)[0],
-                 _params_after("sft", weighted, batch)[0])
+    _assert_same(
+        _params_after("sft", {**weighted, "target_tokens": 8}, batch)[0], _params_after("sft", weighted, batch)[0]
+    )

@@ -1,5 +1,6 @@
 """``training.fit``: resume after an early stop reaches the uninterrupted run's parameters bit for bit; the
 checkpoint cadence; a non-finite loss stops the loop when asked, leaving the last good checkpoint."""
+
 from __future__ import annotations
 
 import jax
@@ -40,12 +41,20 @@ def test_stop_and_resume_equals_the_uninterrupted_run(tmp_path):
 
     state = tiny_state()
     with pytest.raises(StoppedEarly, match=r"t stopped after 2 step\(s\) at step 2/5 \(stop_after\)"):
-        fit(state, _step_fn(state), steps=STEPS, desc="t", checkpoints=StepCheckpoints(tmp_path, name="t"),
-            stop_after=2, checkpoint_every=100)
+        fit(
+            state,
+            _step_fn(state),
+            steps=STEPS,
+            desc="t",
+            checkpoints=StepCheckpoints(tmp_path, name="t"),
+            stop_after=2,
+            checkpoint_every=100,
+        )
     state = tiny_state(seed=7)  # values must come from the checkpoint
     said = []
-    again = fit(state, _step_fn(state), steps=STEPS, desc="t", checkpoints=StepCheckpoints(tmp_path, name="t"),
-                say=said.append)
+    again = fit(
+        state, _step_fn(state), steps=STEPS, desc="t", checkpoints=StepCheckpoints(tmp_path, name="t"), say=said.append
+    )
     assert again.resumed_from == 2 and said == [f"[t] resumed from step 2/5 (checkpoint in {tmp_path / 'checkpoint'})"]
     assert [h["step"] for h in again.history] == list(range(STEPS))
     assert [h["loss"] for h in again.history] == [h["loss"] for h in full.history]
@@ -77,8 +86,15 @@ def test_device_records_are_fetched_only_on_logged_steps():
 def test_a_non_finite_loss_stops_when_asked(tmp_path):
     state = tiny_state()
     with pytest.raises(NonFiniteLossError, match="non-finite loss at step 3.*last good checkpoint is state step 2"):
-        fit(state, _step_fn(state, poison_at=3), steps=STEPS, desc="t", checkpoints=StepCheckpoints(tmp_path),
-            checkpoint_every=2, raise_on_nonfinite=True)
+        fit(
+            state,
+            _step_fn(state, poison_at=3),
+            steps=STEPS,
+            desc="t",
+            checkpoints=StepCheckpoints(tmp_path),
+            checkpoint_every=2,
+            raise_on_nonfinite=True,
+        )
     state = tiny_state()
     run = fit(state, _step_fn(state, poison_at=3), steps=STEPS, desc="t")  # RL's choice: skip the update, go on
     assert [h["loss_is_finite"] for h in run.history] == [True, True, True, False, True]

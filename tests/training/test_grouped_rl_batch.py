@@ -1,4 +1,5 @@
 """GroupedRLBatch (each prompt computed once for its G completions) gives the RLBatch loss and gradients."""
+
 from __future__ import annotations
 
 import jax
@@ -35,8 +36,9 @@ def _both(per_token: bool, field="advantages", seed=0):
     else:
         values = dict(advantages=rng.normal(size=P * G).astype(np.float32))
     flat = rl_batch(rows, completions, logprobs, length=20, pad_id=0, field=field, **values)
-    grouped = grouped_rl_batch(prompts, completions, logprobs, group=G, prompt_length=12, completion_length=8,
-                               pad_id=0, field=field, **values)
+    grouped = grouped_rl_batch(
+        prompts, completions, logprobs, group=G, prompt_length=12, completion_length=8, pad_id=0, field=field, **values
+    )
     return flat, grouped
 
 
@@ -45,15 +47,16 @@ def test_shared_prefix_logprobs_equal_the_unshared_rows():
     model = state.model()
     flat, grouped = _both(per_token=False)
     lp_rows = np.asarray(sequence_logprobs(model, flat.input_ids, flat.attention_mask, temperature=0.7))
-    lp_grouped = np.asarray(shared_prefix_logprobs(model, grouped.prompt_ids, grouped.prompt_mask,
-                                                   grouped.completion_ids, temperature=0.7))
+    lp_grouped = np.asarray(
+        shared_prefix_logprobs(model, grouped.prompt_ids, grouped.prompt_mask, grouped.completion_ids, temperature=0.7)
+    )
     assert lp_grouped.shape == (P, G, 8)
     comp = np.asarray(grouped.completion_mask).astype(bool)
     for r in range(P * G):
         start = int(np.argmax(flat.completion_mask[r]))
         n = int(flat.completion_mask[r].sum())
         got = lp_grouped[r // G, r % G]
-        np.testing.assert_allclose(got[:n], lp_rows[r, start:start + n], atol=2e-6, rtol=0)
+        np.testing.assert_allclose(got[:n], lp_rows[r, start : start + n], atol=2e-6, rtol=0)
         assert comp[r // G, r % G].sum() == n
 
 
@@ -75,8 +78,11 @@ def test_grouped_batch_gives_the_same_loss_and_gradients(case, micro_batches):
     flat, grouped = _both(per_token, field)
 
     def run(batch, m):
-        fn = jax.jit(lambda p, r, b: loss_and_grads(p, r, state.graphdef, b, loss_name=name, loss_options=opts,
-                                                    micro_batches=m)[:2])
+        fn = jax.jit(
+            lambda p, r, b: loss_and_grads(p, r, state.graphdef, b, loss_name=name, loss_options=opts, micro_batches=m)[
+                :2
+            ]
+        )
         return fn(state.params, state.ref_params, batch)
 
     loss_f, g_f = run(flat, 1)

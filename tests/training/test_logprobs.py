@@ -1,4 +1,5 @@
 """Token log-probs: alignment, temperature, fp32, and the chunked (memory-bounded) path with its gradient."""
+
 from __future__ import annotations
 
 import jax
@@ -27,8 +28,9 @@ def test_chunked_logprobs_and_gradient_equal_the_full_ones():
 
     def total(params, chunk):
         model = nnx.merge(graphdef, params)
-        return jnp.sum(summed_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask, temperature=0.9,
-                                       chunk_size=chunk))
+        return jnp.sum(
+            summed_logprobs(model, b.input_ids, b.attention_mask, b.loss_mask, temperature=0.9, chunk_size=chunk)
+        )
 
     full = sequence_logprobs(state.model(), b.input_ids, b.attention_mask, temperature=0.9)
     chunked = sequence_logprobs(state.model(), b.input_ids, b.attention_mask, temperature=0.9, chunk_size=5)
@@ -54,8 +56,17 @@ def test_entropy_bonus_reaches_the_grpo_loss():
     from rewardsql_jax.training.logprobs import sequence_logprobs, sequence_logprobs_and_entropy
     from rewardsql_jax.training.step import loss_and_grads
 
-    cfg = ModelConfig(model_type="qwen2", vocab_size=32, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=8, attention_bias=True)
+    cfg = ModelConfig(
+        model_type="qwen2",
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=24,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        attention_bias=True,
+    )
     model = build_model(cfg, seed=0)
     ids = np.random.RandomState(1).randint(0, 32, (2, 9))
     lp, ent = sequence_logprobs_and_entropy(model, ids, temperature=0.7)
@@ -65,10 +76,16 @@ def test_entropy_bonus_reaches_the_grpo_loss():
     graphdef, params = nnx.split(model, nnx.Param)
     mask = np.zeros((2, 9), np.float32)
     mask[:, 5:] = 1
-    batch = RLBatch(input_ids=ids, attention_mask=np.ones_like(ids), completion_mask=mask,
-                    old_logprobs=np.asarray(lp), advantages=np.zeros(2, np.float32))
+    batch = RLBatch(
+        input_ids=ids,
+        attention_mask=np.ones_like(ids),
+        completion_mask=mask,
+        old_logprobs=np.asarray(lp),
+        advantages=np.zeros(2, np.float32),
+    )
     base, _, _ = loss_and_grads(params, None, graphdef, batch, loss_name="grpo", loss_options={"temperature": 0.7})
-    bonus, _, metrics = loss_and_grads(params, None, graphdef, batch, loss_name="grpo",
-                                       loss_options={"temperature": 0.7, "entropy_coef": 0.1})
+    bonus, _, metrics = loss_and_grads(
+        params, None, graphdef, batch, loss_name="grpo", loss_options={"temperature": 0.7, "entropy_coef": 0.1}
+    )
     mean_entropy = float(np.mean(np.sum(np.asarray(ent) * mask, -1) / mask.sum(-1)))
     np.testing.assert_allclose(float(bonus) - float(base), -0.1 * mean_entropy, rtol=1e-5)

@@ -1,4 +1,5 @@
 """collate.masked_rl_batch: whole token rows whose trained tokens are marked by a mask (SQLConductor Sec. 4.4)."""
+
 import numpy as np
 import pytest
 

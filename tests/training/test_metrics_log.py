@@ -1,4 +1,5 @@
 """ScalarLog writes TensorBoard scalar event files that TensorBoard's own reader reads back exactly."""
+
 import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -13,8 +14,18 @@ def read_scalars(path) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_scalar_fields_keeps_numbers_and_flattens_dicts():
-    record = {"stage": "rl", "step": 3, "loss": 0.5, "tokens": 12, "ok": True, "note": "x", "curve": [1, 2],
-              "none": None, "np": np.float32(0.25), "ex": {"greedy": 0.75, "by": {"simple": 1}}}
+    record = {
+        "stage": "rl",
+        "step": 3,
+        "loss": 0.5,
+        "tokens": 12,
+        "ok": True,
+        "note": "x",
+        "curve": [1, 2],
+        "none": None,
+        "np": np.float32(0.25),
+        "ex": {"greedy": 0.75, "by": {"simple": 1}},
+    }
     assert scalar_fields(record) == {"loss": 0.5, "tokens": 12.0, "np": 0.25, "ex/greedy": 0.75, "ex/by/simple": 1.0}
     assert scalar_fields({"loss": 1}, "final/") == {"final/loss": 1.0}
 
@@ -32,8 +43,10 @@ def test_scalar_log_round_trip(tmp_path):
         log.write("rl", {"reward": 0.5, "nested": {"or": 0.125}}, step=4)
         log.write("sft", {"final_loss": 0.25}, prefix="final/")  # no step: the run's last step
         assert log.write("sft", {"only": "strings"}, step=30) == 0
-    assert read_scalars(tmp_path / "sft") == {"loss": [(0, 2.0), (10, 1.5), (20, 0.25)],
-                                              "final/final_loss": [(20, 0.25)]}
+    assert read_scalars(tmp_path / "sft") == {
+        "loss": [(0, 2.0), (10, 1.5), (20, 0.25)],
+        "final/final_loss": [(20, 0.25)],
+    }
     assert read_scalars(tmp_path / "rl") == {"reward": [(4, 0.5)], "nested/or": [(4, 0.125)]}
 
 

@@ -1,4 +1,5 @@
 """Learning-rate schedules and the AdamW weight-decay mask."""
+
 from __future__ import annotations
 
 import math

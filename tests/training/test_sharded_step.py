@@ -6,6 +6,7 @@ Sharded reductions only change the fp32 summation order. Tolerances: losses 1e-6
 i.e. 1% of one step: Adam divides each update by sqrt(v) + eps, which turns a 1e-8 rounding difference on a
 component with |g| ~ 1e-6 into ~lr * 1e-2 (measured 1.9e-6), so the gradient check is the exact one.
 """
+
 from __future__ import annotations
 
 import json

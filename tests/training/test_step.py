@@ -1,4 +1,5 @@
 """Train step: exact micro-batch accumulation, adapters feed the registered losses, NaN guard, bf16, reference."""
+
 from __future__ import annotations
 
 import functools
@@ -30,8 +31,9 @@ CASES = {
 
 
 def _grads(state, batch, name, opts, m):
-    fn = jax.jit(lambda p, r, b: loss_and_grads(p, r, state.graphdef, b, loss_name=name, loss_options=opts,
-                                                micro_batches=m))
+    fn = jax.jit(
+        lambda p, r, b: loss_and_grads(p, r, state.graphdef, b, loss_name=name, loss_options=opts, micro_batches=m)
+    )
     return fn(state.params, state.ref_params, batch)
 
 
@@ -82,8 +84,7 @@ def test_grpo_and_prm_adapters_call_the_registered_losses_on_model_outputs():
     rl = rl_batch()
     opts = {"beta": 0.04, "clip_eps": 0.2}
     lp = sequence_logprobs(model, rl.input_ids, rl.attention_mask, temperature=0.8)
-    want, _ = losses.grpo(lp, rl.old_logprobs, rl.advantages, rl.completion_mask, ref_logprobs=rl.ref_logprobs,
-                          **opts)
+    want, _ = losses.grpo(lp, rl.old_logprobs, rl.advantages, rl.completion_mask, ref_logprobs=rl.ref_logprobs, **opts)
     got = _loss(state, rl, "grpo", {**opts, "temperature": 0.8})
     np.testing.assert_allclose(float(got), float(want), atol=1e-6, rtol=0)
     # token-aligned log-probs: entry t scores token t given the tokens before it
@@ -106,10 +107,12 @@ def test_reinforce_pp_whitens_over_the_whole_batch_like_the_loss():
     def both(params):
         model = nnx.merge(state.graphdef, params)
         lp = sequence_logprobs(model, rl.input_ids, rl.attention_mask)
-        want, _ = losses.reinforce_pp(lp, rl.old_logprobs, rl.token_rewards, rl.completion_mask,
-                                      ref_logprobs=rl.ref_logprobs, kl_coef=0.01)
-        got, _, metrics = loss_and_grads(params, None, state.graphdef, rl, loss_name="reinforce_pp",
-                                         loss_options={"kl_coef": 0.01})
+        want, _ = losses.reinforce_pp(
+            lp, rl.old_logprobs, rl.token_rewards, rl.completion_mask, ref_logprobs=rl.ref_logprobs, kl_coef=0.01
+        )
+        got, _, metrics = loss_and_grads(
+            params, None, state.graphdef, rl, loss_name="reinforce_pp", loss_options={"kl_coef": 0.01}
+        )
         return want, got, metrics
 
     want, got, metrics = both(state.params)

@@ -1,4 +1,5 @@
 """Step checkpoints (Orbax + step/history meta) restore params, optimizer state, step and RNG exactly."""
+
 import jax
 import numpy as np
 import pytest
@@ -10,8 +11,17 @@ from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 
 def _state(seed=0, hidden=16):
-    cfg = ModelConfig(model_type="qwen2", vocab_size=32, hidden_size=hidden, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=hidden // 2, attention_bias=True)
+    cfg = ModelConfig(
+        model_type="qwen2",
+        vocab_size=32,
+        hidden_size=hidden,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=hidden // 2,
+        attention_bias=True,
+    )
     tx = make_optimizer(OptimizerConfig(learning_rate=1e-2))
     return create_train_state(build_model(cfg, seed=seed), tx, seed=seed, with_reference=True)
 
@@ -21,10 +31,12 @@ def _leaves(state):
 
 
 def _perturbed(state, step):
-    return state.replace(params=jax.tree.map(lambda x: x + 0.5, state.params),
-                         opt_state=jax.tree.map(lambda x: x + 1 if np.issubdtype(x.dtype, np.floating) else x + 3,
-                                                state.opt_state),
-                         step=state.step + step, rng=state.rng + 1)
+    return state.replace(
+        params=jax.tree.map(lambda x: x + 0.5, state.params),
+        opt_state=jax.tree.map(lambda x: x + 1 if np.issubdtype(x.dtype, np.floating) else x + 3, state.opt_state),
+        step=state.step + step,
+        rng=state.rng + 1,
+    )
 
 
 def test_roundtrip_is_exact_with_its_step_and_history(tmp_path):
@@ -66,8 +78,11 @@ def test_a_damaged_newest_checkpoint_is_reported_and_the_previous_one_used(tmp_p
     ck.save(newer, 2, [{"step": 0}, {"step": 1}])
     ck.close()
     # truncate every array file of the newest checkpoint, as a kill during a non-atomic copy would
-    files = [p for p in (tmp_path / "checkpoint" / "2").rglob("*") if p.is_file() and p.stat().st_size > 0
-             and "metadata" not in p.name]
+    files = [
+        p
+        for p in (tmp_path / "checkpoint" / "2").rglob("*")
+        if p.is_file() and p.stat().st_size > 0 and "metadata" not in p.name
+    ]
     assert files
     for p in files:
         p.write_bytes(p.read_bytes()[: p.stat().st_size // 3])

@@ -11,6 +11,7 @@ parameters after two AdamW steps at lr=1e-3: 2e-6 abs (measured 4.2e-7). Adam's 
 ~lr * |dg| / eps (measured 1.3e-5 with eps=1e-8); the parameter check therefore uses eps=1e-6, which caps
 that amplification, while the gradient check tests the step's math directly.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,15 @@ GRPO = dict(clip_eps=0.2, beta=0.04, temperature=0.7)
 
 def _hf_model(tmp_path, seed=0):
     torch.manual_seed(seed)
-    cfg = transformers.Qwen2Config(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
+    cfg = transformers.Qwen2Config(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+    )
     model = transformers.Qwen2ForCausalLM(cfg)
     model.config._attn_implementation = "eager"
     with torch.no_grad():
@@ -66,15 +74,24 @@ def _batch(seed=1):
 def _torch_opt(model):
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": OPT["weight_decay"]},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=OPT["lr"], betas=OPT["betas"], eps=OPT["eps"])
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": OPT["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=OPT["lr"],
+        betas=OPT["betas"],
+        eps=OPT["eps"],
+    )
 
 
 def _jax_state(path):
     model = from_pretrained(path)
-    cfg = OptimizerConfig(learning_rate=OPT["lr"], b1=OPT["betas"][0], b2=OPT["betas"][1], eps=OPT["eps"],
-                          weight_decay=OPT["weight_decay"], max_grad_norm=OPT["max_norm"])
+    cfg = OptimizerConfig(
+        learning_rate=OPT["lr"],
+        b1=OPT["betas"][0],
+        b2=OPT["betas"][1],
+        eps=OPT["eps"],
+        weight_decay=OPT["weight_decay"],
+        max_grad_norm=OPT["max_norm"],
+    )
     return create_train_state(model, make_optimizer(cfg))
 
 
@@ -127,8 +144,9 @@ def _run(tmp_path, loss_name, options, batch, torch_loss, n_steps=2):
     hf = _hf_model(tmp_path)
     state = _jax_state(tmp_path)
     cfg = state.model().config
-    loss0, grads, _ = jax.jit(lambda p: loss_and_grads(p, None, state.graphdef, batch, loss_name=loss_name,
-                                                       loss_options=options))(state.params)
+    loss0, grads, _ = jax.jit(
+        lambda p: loss_and_grads(p, None, state.graphdef, batch, loss_name=loss_name, loss_options=options)
+    )(state.params)
     step = make_train_step(state.graphdef, loss_name, options)
     jax_losses, first_metrics = [], None
     for _ in range(n_steps):
@@ -151,8 +169,9 @@ def test_sft_step_matches_torch_adamw(tmp_path):
     labels = torch.where(torch.as_tensor(comp) > 0, torch.as_tensor(ids, dtype=torch.long), -100)
 
     def torch_loss(model):
-        return model(input_ids=torch.as_tensor(ids, dtype=torch.long), attention_mask=torch.as_tensor(attn),
-                     labels=labels).loss
+        return model(
+            input_ids=torch.as_tensor(ids, dtype=torch.long), attention_mask=torch.as_tensor(attn), labels=labels
+        ).loss
 
     _run(tmp_path, "sft", {}, batch, torch_loss)
 
@@ -162,8 +181,9 @@ def test_grpo_step_matches_torch_trl_formula(tmp_path):
     rng = np.random.default_rng(2)
     hf = _hf_model(tmp_path / "probe")
     with torch.no_grad():  # old/ref log-probs near the policy's so some ratios clip and some do not
-        cur = _torch_logps(hf, torch.as_tensor(ids, dtype=torch.long), torch.as_tensor(attn),
-                           GRPO["temperature"]).numpy()
+        cur = _torch_logps(
+            hf, torch.as_tensor(ids, dtype=torch.long), torch.as_tensor(attn), GRPO["temperature"]
+        ).numpy()
     old = (cur + 0.3 * rng.normal(size=(B, T))).astype(np.float32)
     ref = (cur + 0.3 * rng.normal(size=(B, T))).astype(np.float32)
     adv = rng.normal(size=(B, T)).astype(np.float32)
@@ -171,8 +191,15 @@ def test_grpo_step_matches_torch_trl_formula(tmp_path):
     t = {k: torch.as_tensor(v) for k, v in dict(old=old, ref=ref, adv=adv, mask=comp).items()}
 
     def torch_loss(model):
-        return _torch_grpo_loss(model, torch.as_tensor(ids, dtype=torch.long), torch.as_tensor(attn),
-                                t["mask"], t["old"], t["ref"], t["adv"])
+        return _torch_grpo_loss(
+            model,
+            torch.as_tensor(ids, dtype=torch.long),
+            torch.as_tensor(attn),
+            t["mask"],
+            t["old"],
+            t["ref"],
+            t["adv"],
+        )
 
     opts = {"clip_eps": GRPO["clip_eps"], "beta": GRPO["beta"], "temperature": GRPO["temperature"], "agg": "grpo"}
     metrics = _run(tmp_path, "grpo", opts, batch, torch_loss)

@@ -67,114 +67,300 @@ def _c(role, a, b, sql_type, *gen):
 
 
 DOMAINS: tuple[Domain, ...] = (
-    Domain("school", (
-        Table("parent", ("department", "faculty"), ("departments", "faculties"), (
-            _c("name", "dept_name", "title", "TEXT", "pick", W.SUBJECTS),
-            _c("cat", "building", "campus", "TEXT", "pick", W.BUILDINGS),
-            _c("num", "budget", "funding", "INTEGER", "int", 50_000, 900_000)), (4, 7)),
-        Table("child", ("student", "pupil"), ("students", "pupils"), (
-            _c("name", "name", "full_name", "TEXT", "person"),
-            _c("cat", "home_city", "hometown", "TEXT", "pick", W.CITIES[:8]),
-            _c("num", "age", "years_old", "INTEGER", "int", 17, 30),
-            _c("val", "gpa", "grade_average", "REAL", "real", 1.0, 4.0),
-            _c("date", "enrolled_on", "start_date", "DATE", "date", 2015, 2023)), (18, 32)),
-        Table("other", ("course", "subject"), ("courses", "subjects"), (
-            _c("name", "title", "subject_name", "TEXT", "course"),
-            _c("cat", "semester", "term", "TEXT", "pick", W.SEMESTERS)), (8, 14)),
-        Table("link", ("enrollment", "registration"), ("enrollments", "registrations"), (
-            _c("qty", "score", "mark", "INTEGER", "int", 35, 100),
-            _c("date", "enrollment_date", "registered_on", "DATE", "date", 2018, 2023)), (30, 60)),
-    )),
-    Domain("shop", (
-        Table("parent", ("brand", "manufacturer"), ("brands", "manufacturers"), (
-            _c("name", "brand_name", "maker_name", "TEXT", "company"),
-            _c("cat", "country", "origin_country", "TEXT", "pick", W.COUNTRIES[:8]),
-            _c("num", "founded", "year_founded", "INTEGER", "int", 1950, 2015)), (4, 7)),
-        Table("child", ("product", "item"), ("products", "items"), (
-            _c("name", "product_name", "item_name", "TEXT", "title"),
-            _c("cat", "category", "department", "TEXT", "pick", W.PRODUCT_CATEGORIES),
-            _c("num", "stock", "units_in_stock", "INTEGER", "int", 0, 500),
-            _c("val", "price", "unit_price", "REAL", "real", 2.0, 900.0),
-            _c("date", "release_date", "launched_on", "DATE", "date", 2012, 2023)), (20, 36)),
-        Table("other", ("customer", "client"), ("customers", "clients"), (
-            _c("name", "customer_name", "client_name", "TEXT", "person"),
-            _c("cat", "city", "town", "TEXT", "pick", W.CITIES[8:16])), (10, 18)),
-        Table("link", ("purchase", "sale"), ("purchases", "sales"), (
-            _c("qty", "quantity", "units", "INTEGER", "int", 1, 20),
-            _c("date", "purchase_date", "sold_on", "DATE", "date", 2019, 2023)), (35, 70)),
-    )),
-    Domain("library", (
-        Table("parent", ("publisher", "press"), ("publishers", "presses"), (
-            _c("name", "publisher_name", "press_name", "TEXT", "company"),
-            _c("cat", "country", "nation", "TEXT", "pick", W.COUNTRIES[8:16]),
-            _c("num", "founded_year", "established", "INTEGER", "int", 1850, 2010)), (4, 6)),
-        Table("child", ("book", "volume"), ("books", "volumes"), (
-            _c("name", "title", "book_title", "TEXT", "title"),
-            _c("cat", "genre", "category", "TEXT", "pick", W.GENRES),
-            _c("num", "pages", "page_count", "INTEGER", "int", 80, 900),
-            _c("val", "price", "list_price", "REAL", "real", 5.0, 80.0),
-            _c("date", "published_on", "publication_date", "DATE", "date", 1990, 2023)), (20, 34)),
-        Table("other", ("member", "reader"), ("members", "readers"), (
-            _c("name", "member_name", "reader_name", "TEXT", "person"),
-            _c("cat", "membership", "tier", "TEXT", "pick", W.MEMBERSHIP_LEVELS)), (10, 18)),
-        Table("link", ("loan", "borrowing"), ("loans", "borrowings"), (
-            _c("qty", "days", "loan_days", "INTEGER", "int", 3, 45),
-            _c("date", "loan_date", "borrowed_on", "DATE", "date", 2020, 2023)), (30, 60)),
-    )),
-    Domain("clinic", (
-        Table("parent", ("ward", "unit"), ("wards", "units"), (
-            _c("name", "ward_name", "unit_name", "TEXT", "pick", W.SPECIALTIES),
-            _c("cat", "building", "location", "TEXT", "pick", W.BUILDINGS),
-            _c("num", "beds", "bed_count", "INTEGER", "int", 8, 60)), (4, 7)),
-        Table("child", ("doctor", "physician"), ("doctors", "physicians"), (
-            _c("name", "doctor_name", "physician_name", "TEXT", "person"),
-            _c("cat", "specialty", "field", "TEXT", "pick", W.SPECIALTIES),
-            _c("num", "experience_years", "years_of_practice", "INTEGER", "int", 1, 35),
-            _c("val", "salary", "annual_pay", "REAL", "real", 60_000.0, 250_000.0),
-            _c("date", "hired_on", "hire_date", "DATE", "date", 2000, 2023)), (16, 30)),
-        Table("other", ("patient", "client"), ("patients", "clients"), (
-            _c("name", "patient_name", "client_name", "TEXT", "person"),
-            _c("cat", "city", "residence", "TEXT", "pick", W.CITIES[:10])), (10, 20)),
-        Table("link", ("appointment", "visit"), ("appointments", "visits"), (
-            _c("qty", "duration_minutes", "minutes", "INTEGER", "int", 10, 90),
-            _c("date", "appointment_date", "visit_date", "DATE", "date", 2021, 2023)), (30, 60)),
-    )),
-    Domain("airline", (
-        Table("parent", ("airline", "carrier"), ("airlines", "carriers"), (
-            _c("name", "airline_name", "carrier_name", "TEXT", "company"),
-            _c("cat", "country", "home_country", "TEXT", "pick", W.COUNTRIES[:10]),
-            _c("num", "fleet_size", "aircraft_count", "INTEGER", "int", 10, 400)), (4, 7)),
-        Table("child", ("pilot", "aviator"), ("pilots", "aviators"), (
-            _c("name", "pilot_name", "aviator_name", "TEXT", "person"),
-            _c("cat", "nationality", "citizenship", "TEXT", "pick", W.COUNTRIES[10:18]),
-            _c("num", "age", "age_years", "INTEGER", "int", 24, 64),
-            _c("val", "flight_hours", "hours_flown", "REAL", "real", 500.0, 20_000.0),
-            _c("date", "licensed_on", "license_date", "DATE", "date", 1990, 2022)), (16, 30)),
-        Table("other", ("aircraft", "plane"), ("aircraft", "planes"), (
-            _c("name", "model", "model_name", "TEXT", "aircraft"),
-            _c("cat", "manufacturer", "builder", "TEXT", "pick", W.MANUFACTURERS)), (8, 14)),
-        Table("link", ("flight", "trip"), ("flights", "trips"), (
-            _c("qty", "distance_km", "distance", "INTEGER", "int", 200, 9000),
-            _c("date", "flight_date", "departure_date", "DATE", "date", 2021, 2023)), (30, 60)),
-    )),
-    Domain("music", (
-        Table("parent", ("label", "record_company"), ("labels", "record companies"), (
-            _c("name", "label_name", "company_name", "TEXT", "company"),
-            _c("cat", "country", "based_in", "TEXT", "pick", W.COUNTRIES[4:12]),
-            _c("num", "founded", "founding_year", "INTEGER", "int", 1960, 2018)), (4, 6)),
-        Table("child", ("artist", "musician"), ("artists", "musicians"), (
-            _c("name", "artist_name", "stage_name", "TEXT", "person"),
-            _c("cat", "genre", "style", "TEXT", "pick", W.MUSIC_GENRES),
-            _c("num", "albums", "album_count", "INTEGER", "int", 1, 25),
-            _c("val", "rating", "score", "REAL", "real", 1.0, 10.0),
-            _c("date", "debut_date", "first_release", "DATE", "date", 1980, 2022)), (18, 32)),
-        Table("other", ("venue", "stage"), ("venues", "stages"), (
-            _c("name", "venue_name", "stage_name", "TEXT", "venue"),
-            _c("cat", "city", "location", "TEXT", "pick", W.CITIES[10:20])), (8, 14)),
-        Table("link", ("concert", "show"), ("concerts", "shows"), (
-            _c("qty", "attendance", "audience", "INTEGER", "int", 100, 20_000),
-            _c("date", "concert_date", "show_date", "DATE", "date", 2019, 2023)), (30, 60)),
-    )),
+    Domain(
+        "school",
+        (
+            Table(
+                "parent",
+                ("department", "faculty"),
+                ("departments", "faculties"),
+                (
+                    _c("name", "dept_name", "title", "TEXT", "pick", W.SUBJECTS),
+                    _c("cat", "building", "campus", "TEXT", "pick", W.BUILDINGS),
+                    _c("num", "budget", "funding", "INTEGER", "int", 50_000, 900_000),
+                ),
+                (4, 7),
+            ),
+            Table(
+                "child",
+                ("student", "pupil"),
+                ("students", "pupils"),
+                (
+                    _c("name", "name", "full_name", "TEXT", "person"),
+                    _c("cat", "home_city", "hometown", "TEXT", "pick", W.CITIES[:8]),
+                    _c("num", "age", "years_old", "INTEGER", "int", 17, 30),
+                    _c("val", "gpa", "grade_average", "REAL", "real", 1.0, 4.0),
+                    _c("date", "enrolled_on", "start_date", "DATE", "date", 2015, 2023),
+                ),
+                (18, 32),
+            ),
+            Table(
+                "other",
+                ("course", "subject"),
+                ("courses", "subjects"),
+                (
+                    _c("name", "title", "subject_name", "TEXT", "course"),
+                    _c("cat", "semester", "term", "TEXT", "pick", W.SEMESTERS),
+                ),
+                (8, 14),
+            ),
+            Table(
+                "link",
+                ("enrollment", "registration"),
+                ("enrollments", "registrations"),
+                (
+                    _c("qty", "score", "mark", "INTEGER", "int", 35, 100),
+                    _c("date", "enrollment_date", "registered_on", "DATE", "date", 2018, 2023),
+                ),
+                (30, 60),
+            ),
+        ),
+    ),
+    Domain(
+        "shop",
+        (
+            Table(
+                "parent",
+                ("brand", "manufacturer"),
+                ("brands", "manufacturers"),
+                (
+                    _c("name", "brand_name", "maker_name", "TEXT", "company"),
+                    _c("cat", "country", "origin_country", "TEXT", "pick", W.COUNTRIES[:8]),
+                    _c("num", "founded", "year_founded", "INTEGER", "int", 1950, 2015),
+                ),
+                (4, 7),
+            ),
+            Table(
+                "child",
+                ("product", "item"),
+                ("products", "items"),
+                (
+                    _c("name", "product_name", "item_name", "TEXT", "title"),
+                    _c("cat", "category", "department", "TEXT", "pick", W.PRODUCT_CATEGORIES),
+                    _c("num", "stock", "units_in_stock", "INTEGER", "int", 0, 500),
+                    _c("val", "price", "unit_price", "REAL", "real", 2.0, 900.0),
+                    _c("date", "release_date", "launched_on", "DATE", "date", 2012, 2023),
+                ),
+                (20, 36),
+            ),
+            Table(
+                "other",
+                ("customer", "client"),
+                ("customers", "clients"),
+                (
+                    _c("name", "customer_name", "client_name", "TEXT", "person"),
+                    _c("cat", "city", "town", "TEXT", "pick", W.CITIES[8:16]),
+                ),
+                (10, 18),
+            ),
+            Table(
+                "link",
+                ("purchase", "sale"),
+                ("purchases", "sales"),
+                (
+                    _c("qty", "quantity", "units", "INTEGER", "int", 1, 20),
+                    _c("date", "purchase_date", "sold_on", "DATE", "date", 2019, 2023),
+                ),
+                (35, 70),
+            ),
+        ),
+    ),
+    Domain(
+        "library",
+        (
+            Table(
+                "parent",
+                ("publisher", "press"),
+                ("publishers", "presses"),
+                (
+                    _c("name", "publisher_name", "press_name", "TEXT", "company"),
+                    _c("cat", "country", "nation", "TEXT", "pick", W.COUNTRIES[8:16]),
+                    _c("num", "founded_year", "established", "INTEGER", "int", 1850, 2010),
+                ),
+                (4, 6),
+            ),
+            Table(
+                "child",
+                ("book", "volume"),
+                ("books", "volumes"),
+                (
+                    _c("name", "title", "book_title", "TEXT", "title"),
+                    _c("cat", "genre", "category", "TEXT", "pick", W.GENRES),
+                    _c("num", "pages", "page_count", "INTEGER", "int", 80, 900),
+                    _c("val", "price", "list_price", "REAL", "real", 5.0, 80.0),
+                    _c("date", "published_on", "publication_date", "DATE", "date", 1990, 2023),
+                ),
+                (20, 34),
+            ),
+            Table(
+                "other",
+                ("member", "reader"),
+                ("members", "readers"),
+                (
+                    _c("name", "member_name", "reader_name", "TEXT", "person"),
+                    _c("cat", "membership", "tier", "TEXT", "pick", W.MEMBERSHIP_LEVELS),
+                ),
+                (10, 18),
+            ),
+            Table(
+                "link",
+                ("loan", "borrowing"),
+                ("loans", "borrowings"),
+                (
+                    _c("qty", "days", "loan_days", "INTEGER", "int", 3, 45),
+                    _c("date", "loan_date", "borrowed_on", "DATE", "date", 2020, 2023),
+                ),
+                (30, 60),
+            ),
+        ),
+    ),
+    Domain(
+        "clinic",
+        (
+            Table(
+                "parent",
+                ("ward", "unit"),
+                ("wards", "units"),
+                (
+                    _c("name", "ward_name", "unit_name", "TEXT", "pick", W.SPECIALTIES),
+                    _c("cat", "building", "location", "TEXT", "pick", W.BUILDINGS),
+                    _c("num", "beds", "bed_count", "INTEGER", "int", 8, 60),
+                ),
+                (4, 7),
+            ),
+            Table(
+                "child",
+                ("doctor", "physician"),
+                ("doctors", "physicians"),
+                (
+                    _c("name", "doctor_name", "physician_name", "TEXT", "person"),
+                    _c("cat", "specialty", "field", "TEXT", "pick", W.SPECIALTIES),
+                    _c("num", "experience_years", "years_of_practice", "INTEGER", "int", 1, 35),
+                    _c("val", "salary", "annual_pay", "REAL", "real", 60_000.0, 250_000.0),
+                    _c("date", "hired_on", "hire_date", "DATE", "date", 2000, 2023),
+                ),
+                (16, 30),
+            ),
+            Table(
+                "other",
+                ("patient", "client"),
+                ("patients", "clients"),
+                (
+                    _c("name", "patient_name", "client_name", "TEXT", "person"),
+                    _c("cat", "city", "residence", "TEXT", "pick", W.CITIES[:10]),
+                ),
+                (10, 20),
+            ),
+            Table(
+                "link",
+                ("appointment", "visit"),
+                ("appointments", "visits"),
+                (
+                    _c("qty", "duration_minutes", "minutes", "INTEGER", "int", 10, 90),
+                    _c("date", "appointment_date", "visit_date", "DATE", "date", 2021, 2023),
+                ),
+                (30, 60),
+            ),
+        ),
+    ),
+    Domain(
+        "airline",
+        (
+            Table(
+                "parent",
+                ("airline", "carrier"),
+                ("airlines", "carriers"),
+                (
+                    _c("name", "airline_name", "carrier_name", "TEXT", "company"),
+                    _c("cat", "country", "home_country", "TEXT", "pick", W.COUNTRIES[:10]),
+                    _c("num", "fleet_size", "aircraft_count", "INTEGER", "int", 10, 400),
+                ),
+                (4, 7),
+            ),
+            Table(
+                "child",
+                ("pilot", "aviator"),
+                ("pilots", "aviators"),
+                (
+                    _c("name", "pilot_name", "aviator_name", "TEXT", "person"),
+                    _c("cat", "nationality", "citizenship", "TEXT", "pick", W.COUNTRIES[10:18]),
+                    _c("num", "age", "age_years", "INTEGER", "int", 24, 64),
+                    _c("val", "flight_hours", "hours_flown", "REAL", "real", 500.0, 20_000.0),
+                    _c("date", "licensed_on", "license_date", "DATE", "date", 1990, 2022),
+                ),
+                (16, 30),
+            ),
+            Table(
+                "other",
+                ("aircraft", "plane"),
+                ("aircraft", "planes"),
+                (
+                    _c("name", "model", "model_name", "TEXT", "aircraft"),
+                    _c("cat", "manufacturer", "builder", "TEXT", "pick", W.MANUFACTURERS),
+                ),
+                (8, 14),
+            ),
+            Table(
+                "link",
+                ("flight", "trip"),
+                ("flights", "trips"),
+                (
+                    _c("qty", "distance_km", "distance", "INTEGER", "int", 200, 9000),
+                    _c("date", "flight_date", "departure_date", "DATE", "date", 2021, 2023),
+                ),
+                (30, 60),
+            ),
+        ),
+    ),
+    Domain(
+        "music",
+        (
+            Table(
+                "parent",
+                ("label", "record_company"),
+                ("labels", "record companies"),
+                (
+                    _c("name", "label_name", "company_name", "TEXT", "company"),
+                    _c("cat", "country", "based_in", "TEXT", "pick", W.COUNTRIES[4:12]),
+                    _c("num", "founded", "founding_year", "INTEGER", "int", 1960, 2018),
+                ),
+                (4, 6),
+            ),
+            Table(
+                "child",
+                ("artist", "musician"),
+                ("artists", "musicians"),
+                (
+                    _c("name", "artist_name", "stage_name", "TEXT", "person"),
+                    _c("cat", "genre", "style", "TEXT", "pick", W.MUSIC_GENRES),
+                    _c("num", "albums", "album_count", "INTEGER", "int", 1, 25),
+                    _c("val", "rating", "score", "REAL", "real", 1.0, 10.0),
+                    _c("date", "debut_date", "first_release", "DATE", "date", 1980, 2022),
+                ),
+                (18, 32),
+            ),
+            Table(
+                "other",
+                ("venue", "stage"),
+                ("venues", "stages"),
+                (
+                    _c("name", "venue_name", "stage_name", "TEXT", "venue"),
+                    _c("cat", "city", "location", "TEXT", "pick", W.CITIES[10:20]),
+                ),
+                (8, 14),
+            ),
+            Table(
+                "link",
+                ("concert", "show"),
+                ("concerts", "shows"),
+                (
+                    _c("qty", "attendance", "audience", "INTEGER", "int", 100, 20_000),
+                    _c("date", "concert_date", "show_date", "DATE", "date", 2019, 2023),
+                ),
+                (30, 60),
+            ),
+        ),
+    ),
 )
 
 

@@ -57,16 +57,28 @@ def _questions(inst: DbInstance, db_path: Path, n: int, rng: random.Random, star
                 rows = _execute(conn, sql)
                 if not rows or all(v is None for row in rows for v in row):
                     continue  # gold must execute and return something
-                out.append(BuiltinQuestion(Example(question_id=start_id + len(out), db_id=inst.db_id, question=question,
-                                                   evidence="", gold_sql=sql, difficulty=difficulty,
-                                                   db_path=str(db_path)), kind))
+                out.append(
+                    BuiltinQuestion(
+                        Example(
+                            question_id=start_id + len(out),
+                            db_id=inst.db_id,
+                            question=question,
+                            evidence="",
+                            gold_sql=sql,
+                            difficulty=difficulty,
+                            db_path=str(db_path),
+                        ),
+                        kind,
+                    )
+                )
     finally:
         conn.close()
     return out
 
 
-def generate_split(root: Path, db_specs: list[tuple[str, int, int]], seed: int, questions_per_db: int,
-                   start_id: int = 0) -> list[BuiltinQuestion]:
+def generate_split(
+    root: Path, db_specs: list[tuple[str, int, int]], seed: int, questions_per_db: int, start_id: int = 0
+) -> list[BuiltinQuestion]:
     """Write the databases of one split and return their questions. db_specs: (db_id, domain index, naming)."""
     questions: list[BuiltinQuestion] = []
     for db_id, domain_index, naming in db_specs:
@@ -79,9 +91,18 @@ def generate_split(root: Path, db_specs: list[tuple[str, int, int]], seed: int, 
 
 
 def _write_json(path: Path, questions: list[BuiltinQuestion]) -> None:
-    records = [{"question_id": q.example.question_id, "db_id": q.example.db_id, "question": q.example.question,
-                "evidence": q.example.evidence, "SQL": q.example.gold_sql, "difficulty": q.example.difficulty,
-                "kind": q.kind} for q in questions]
+    records = [
+        {
+            "question_id": q.example.question_id,
+            "db_id": q.example.db_id,
+            "question": q.example.question,
+            "evidence": q.example.evidence,
+            "SQL": q.example.gold_sql,
+            "difficulty": q.example.difficulty,
+            "kind": q.kind,
+        }
+        for q in questions
+    ]
     path.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -104,7 +125,11 @@ def make_builtin_benchmark(
     (other rows, other db_ids) but with the table/column names seen in training, an easier split
     for small models trained from scratch.
     """
-    for name, value in (("n_train_dbs", n_train_dbs), ("n_test_dbs", n_test_dbs), ("questions_per_db", questions_per_db)):
+    for name, value in (
+        ("n_train_dbs", n_train_dbs),
+        ("n_test_dbs", n_test_dbs),
+        ("questions_per_db", questions_per_db),
+    ):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     root = Path(root)
@@ -118,8 +143,10 @@ def make_builtin_benchmark(
     _write_json(root / "train.json", train)
     _write_json(root / "test.json", test)
     db_root = str(root / "database")
-    return (Benchmark("builtin:train", tuple(q.example for q in train), db_root),
-            Benchmark("builtin:test", tuple(q.example for q in test), db_root))
+    return (
+        Benchmark("builtin:train", tuple(q.example for q in train), db_root),
+        Benchmark("builtin:test", tuple(q.example for q in test), db_root),
+    )
 
 
 def builtin_kinds(root: str | Path, split: str = "train") -> dict[int, str]:

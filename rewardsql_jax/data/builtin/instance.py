@@ -99,12 +99,17 @@ def write_sqlite(inst: DbInstance, path: Path) -> None:
         for role in ROLES:
             cols = _columns(inst, role)
             ddl = [frag for _, frag in cols]
-            ddl += [f"FOREIGN KEY ({inst.col(role, 'fk_' + ref)}) REFERENCES {inst.table(ref)}({inst.col(ref, 'id')})"
-                    for holder, ref in FOREIGN_KEYS if holder == role]
+            ddl += [
+                f"FOREIGN KEY ({inst.col(role, 'fk_' + ref)}) REFERENCES {inst.table(ref)}({inst.col(ref, 'id')})"
+                for holder, ref in FOREIGN_KEYS
+                if holder == role
+            ]
             conn.execute(f"CREATE TABLE {inst.table(role)} (\n  " + ",\n  ".join(ddl) + "\n)")
             marks = ", ".join("?" for _ in cols)
-            conn.executemany(f"INSERT INTO {inst.table(role)} VALUES ({marks})",
-                             [tuple(r[k] for k, _ in cols) for r in inst.rows[role]])
+            conn.executemany(
+                f"INSERT INTO {inst.table(role)} VALUES ({marks})",
+                [tuple(r[k] for k, _ in cols) for r in inst.rows[role]],
+            )
         conn.commit()
     finally:
         conn.close()

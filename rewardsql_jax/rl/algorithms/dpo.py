@@ -1,5 +1,6 @@
 """DPO from PRM-scored candidates (Reward-SQL Sec. 5.2): one pair per question, C_w = argmax R, C_l = argmin R
 (R = PR + OR), kept when R_w > R_l; loss ``dpo`` (beta ``rl.dpo_beta``) against the SFT policy."""
+
 from __future__ import annotations
 
 from rewardsql_jax.training.batch import PreferenceBatch
@@ -44,14 +45,26 @@ class DPO(OfflineAlgorithm):
         return dpo_pairs(candidates)
 
     def batch(self, items, *, length, pad_id):
-        return preference_batch([a["prompt_ids"] for a, _ in items], [a["token_ids"] for a, _ in items],
-                                [b["token_ids"] for _, b in items], length=length, pad_id=pad_id)
+        return preference_batch(
+            [a["prompt_ids"] for a, _ in items],
+            [a["token_ids"] for a, _ in items],
+            [b["token_ids"] for _, b in items],
+            length=length,
+            pad_id=pad_id,
+        )
 
     def summary(self, items, candidates) -> dict:
-        return {"pairs": len(items), "chosen_quadrants": _count([quadrant(a) for a, _ in items]),
-                "rejected_quadrants": _count([quadrant(b) for _, b in items])}
+        return {
+            "pairs": len(items),
+            "chosen_quadrants": _count([quadrant(a) for a, _ in items]),
+            "rejected_quadrants": _count([quadrant(b) for _, b in items]),
+        }
 
     def step_metrics(self, m) -> dict:
         # beta * log(pi / pi_ref) of each side: both falling is DPO's likelihood displacement
-        return {"reward_accuracy": float(m["rewards/accuracies"]), "reward_margin": float(m["rewards/margins"]),
-                "reward_chosen": float(m["rewards/chosen"]), "reward_rejected": float(m["rewards/rejected"])}
+        return {
+            "reward_accuracy": float(m["rewards/accuracies"]),
+            "reward_margin": float(m["rewards/margins"]),
+            "reward_chosen": float(m["rewards/chosen"]),
+            "reward_rejected": float(m["rewards/rejected"]),
+        }

@@ -2,6 +2,7 @@
 tokens (``rl.advantage_variant``: "paper" Sec. 5.3 | "released": the authors' trainer, PRM weight
 ``rl.rm_coef``); loss ``grpo`` with clip ``rl.clip_eps``, k3 KL ``rl.kl_beta`` to the SFT policy and the
 entropy bonus ``rl.entropy_coef`` (paper: 0.001)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,9 @@ class GroupRelativeAlgorithm(OnlineAlgorithm):
 def process_update(rollouts, prm_scores, rl, *, variant: str, with_outcome: bool) -> Update:
     """Step advantages of ``variant`` on each step's tokens; logged reward PR (+ OR when ``with_outcome``)."""
     outcomes = rollouts.outcomes.rewards
-    values = process_token_advantages(rollouts.completions, prm_scores, outcomes, rl.samples_per_prompt,
-                                      variant=variant, rm_coef=rl.rm_coef)
+    values = process_token_advantages(
+        rollouts.completions, prm_scores, outcomes, rl.samples_per_prompt, variant=variant, rm_coef=rl.rm_coef
+    )
     pr = np.asarray([process_reward(s) for s in prm_scores], np.float32)
     if variant == "released":
         pr = np.float32(rl.rm_coef) * pr

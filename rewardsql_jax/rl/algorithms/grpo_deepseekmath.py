@@ -1,5 +1,6 @@
 """GRPO with DeepSeekMath process supervision (Reward-SQL appendix A.3.1): PRM step scores normalised over the
 group, each token's advantage the sum of the normalised scores of its step and the later ones; loss ``grpo``."""
+
 from __future__ import annotations
 
 from ..algorithm import register_algorithm

@@ -1,5 +1,6 @@
 """GRPO with outcome rewards only: OR per completion, per-sequence group z-scores (DeepSeekMath Sec. 4.1.2
 outcome supervision); loss ``grpo``. Needs no PRM."""
+
 from __future__ import annotations
 
 from rewardsql_jax.rewards.rollout_rewards import outcome_advantages

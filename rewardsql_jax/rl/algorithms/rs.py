@@ -1,6 +1,7 @@
 """Rejection sampling (Reward-SQL Sec. 5.2): SFT on D_filtered = {C_i : R_i > rl.rs_threshold}. ``losses.rs``
 applies that filter inside a fixed batch of all candidates; filtering on the host and training the ``sft`` loss
 on the kept ones is the same objective without spending compute on rejected rows."""
+
 from __future__ import annotations
 
 from rewardsql_jax.training.batch import SFTBatch
@@ -24,8 +25,9 @@ class RejectionSampling(OfflineAlgorithm):
         return rs_kept(candidates, rl.rs_threshold)
 
     def batch(self, items, *, length, pad_id):
-        return sft_batch([c["prompt_ids"] for c in items], [c["token_ids"] for c in items], length=length,
-                         pad_id=pad_id)
+        return sft_batch(
+            [c["prompt_ids"] for c in items], [c["token_ids"] for c in items], length=length, pad_id=pad_id
+        )
 
     def summary(self, items, candidates) -> dict:
         return {"kept": len(items), "kept_fraction": len(items) / max(len(candidates), 1)}

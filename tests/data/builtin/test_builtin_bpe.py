@@ -32,7 +32,10 @@ def test_round_trip_on_sql_and_text(corpus, tok_dir):
     samples = list(corpus[1]) + [
         "WITH a AS (SELECT id FROM t WHERE x > 1),\n\nb AS (SELECT * FROM a)\n\nSELECT count(*) FROM b;",
         "SELECT T1.name FROM t AS T1 WHERE T1.v - 2 + 3 >= 'Ünïcödé 名字' -- comment\n\t",
-        "a и b и", "  leading and trailing spaces  ", "x+y-z", "<|endoftext|>",
+        "a и b и",
+        "  leading and trailing spaces  ",
+        "x+y-z",
+        "<|endoftext|>",
     ]
     if SPIDER_DEV.is_file():
         samples += [r["query"] for r in json.loads(SPIDER_DEV.read_text())[:200]]

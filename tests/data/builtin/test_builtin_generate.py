@@ -12,8 +12,11 @@ from rewardsql_jax.data.builtin import BUILTIN_KINDS, builtin_kinds
 
 
 def _digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +31,10 @@ def test_same_seed_same_bytes_other_seed_other_data(tmp_path):
     a = make_builtin_benchmark(tmp_path / "a", seed=3, **kw)
     b = make_builtin_benchmark(tmp_path / "b", seed=3, **kw)
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+
     def key(split):
         return [(e.question_id, e.db_id, e.question, e.gold_sql, e.difficulty) for e in split]
+
     assert key(a[0]) == key(b[0]) and key(a[1]) == key(b[1])
     make_builtin_benchmark(tmp_path / "c", seed=4, **kw)
     da, dc = _digest(tmp_path / "a"), _digest(tmp_path / "c")
