@@ -3,7 +3,7 @@
 An action is ``fn(state, **kwargs) -> Observation``; ``register_action(name, fn)`` adds one (that is all a
 new capability needs). The seven built-in actions:
 
-* ``link_schema``      schema linking (lexical, see ``schema_link``)
+* ``link_schema``      schema linking: lexical (``schema_link``), or by the action model when the user gives one
 * ``retrieve_values``  relevant-value retrieval (value index, exact + fuzzy, see ``values``)
 * ``generate_sql``     SQL generation by the action model from question + schema (+ linked tables, values)
 * ``refine_sql``       SQL refinement by the action model from the working SQL and its execution feedback
@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from rewardsql_jax.sql import prefix_sql, split_cocte
 
-from .action_prompts import action_prompt, clean_sql
-from .schema_link import link_tables, schema_text
+from .action_prompts import action_prompt, clean_sql, link_prompt
+from .schema_link import close_over_bridges, link_tables, named_tables, schema_text
 from .state import Observation, State
 from .values import retrieve_values as _retrieve
 
@@ -54,17 +54,28 @@ def _new_candidate(state: State, sql: str, source: str, cost: int, extra: str = 
                               "action_tokens": state.action_tokens + cost})
 
 
-def _ask(state: State, prompt: str):
-    out = state.env.complete(prompt)
+def _ask(state: State, slot: str, prompt: str):
+    out = state.env.ask(slot, prompt)
     return clean_sql(out.text), out.prompt_tokens + out.completion_tokens
 
 
 @register_action("link_schema")
 def link_schema(state: State) -> Observation:
+    """Lexical linking, or (when ``env.uses_model("link_schema")``) the tables the action model names, plus the
+    retrieved values' tables and FK bridges; lexical again if the model names no table of the schema."""
     info = state.env.schema(state.db_path)
     value_tables = [v.split(".", 1)[0] for v in state.values or ()]
-    tables = link_tables(info, state.question, value_tables)
-    return Observation(f"tables: {', '.join(tables)}", {"linked_schema": schema_text(info, tables)})
+    if not state.env.uses_model("link_schema"):
+        tables = link_tables(info, state.question, value_tables)
+        return Observation(f"tables: {', '.join(tables)}", {"linked_schema": schema_text(info, tables)})
+    out = state.env.ask("link_schema", link_prompt(schema_text(info), state.question, values=state.values))
+    named = named_tables(info, out.text)
+    tables = close_over_bridges(info, set(named) | set(value_tables)) if named else link_tables(
+        info, state.question, value_tables)
+    note = "" if named else " (the model named no table of the schema: lexical linking)"
+    return Observation(f"tables: {', '.join(tables)}{note}",
+                       {"linked_schema": schema_text(info, tables),
+                        "action_tokens": state.action_tokens + out.prompt_tokens + out.completion_tokens})
 
 
 @register_action("retrieve_values")
@@ -76,7 +87,8 @@ def retrieve_values(state: State, top_k: int = 3) -> Observation:
 
 @register_action("generate_sql")
 def generate_sql(state: State) -> Observation:
-    sql, cost = _ask(state, action_prompt("generate", _schema(state), state.question, values=state.values))
+    sql, cost = _ask(state, "generate_sql", action_prompt("generate", _schema(state), state.question,
+                                                          values=state.values))
     return _new_candidate(state, sql, "generate_sql", cost)
 
 
@@ -87,7 +99,7 @@ def refine_sql(state: State) -> Observation:
         return Observation("no SQL to refine yet; call generate_sql or build_sql_steps first")
     prompt = action_prompt("refine", _schema(state), state.question, values=state.values, previous=cur.sql,
                            feedback=cur.feedback())
-    sql, cost = _ask(state, prompt)
+    sql, cost = _ask(state, "refine_sql", prompt)
     return _new_candidate(state, sql, "refine_sql", cost)
 
 
@@ -106,7 +118,8 @@ def _step_report(state: State, sql: str) -> str:
 
 @register_action("build_sql_steps")
 def build_sql_steps(state: State) -> Observation:
-    sql, cost = _ask(state, action_prompt("steps", _schema(state), state.question, values=state.values))
+    sql, cost = _ask(state, "build_sql_steps", action_prompt("steps", _schema(state), state.question,
+                                                             values=state.values))
     return _new_candidate(state, sql, "build_sql_steps", cost, extra=_step_report(state, sql))
 
 

@@ -15,6 +15,7 @@ import dataclasses
 from rewardsql_jax.rl import get_algorithm
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, require_positive
 
+from .action_prompts import CHAT_TEMPLATE_CHOICES
 from .actions import ACTIONS
 from .curriculum_grpo import NAME as GRPO_ALGORITHM
 from .data import EVAL_SPLITS
@@ -68,6 +69,35 @@ class ActionModelConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ActionsConfig:
+    """A user's frozen action LLMs (``action_models.py``): ``model_path`` = a local HF checkpoint dir (weights,
+    tokenizer, chat template if any) for every LLM slot; a slot's own field (``actions.refine_sql=DIR``, ...)
+    overrides it for that slot. Empty (the default): the built-in action model (``action``, trained from scratch)
+    writes SQL, schema linking is lexical and reasoning template-based. ``chat_template``: auto (the tokenizer's
+    when it has one) | on | off; ``max_new_tokens`` 0 = ``action.max_new_tokens``."""
+
+    model_path: str = ""
+    generate_sql: str = ""
+    refine_sql: str = ""
+    build_sql_steps: str = ""
+    link_schema: str = ""
+    reasoning: str = ""
+    chat_template: str = "auto"
+    dtype: str = "float32"
+    max_new_tokens: int = 0
+
+    def __post_init__(self):
+        if self.chat_template not in CHAT_TEMPLATE_CHOICES:
+            raise ValueError(f"actions.chat_template={self.chat_template!r}; choose one of "
+                             f"{', '.join(CHAT_TEMPLATE_CHOICES)}")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"actions.dtype={self.dtype!r}; choose float32, bfloat16 or float16")
+        if self.max_new_tokens < 0:
+            raise ValueError(f"actions.max_new_tokens must be >= 0 (0 = action.max_new_tokens), got "
+                             f"{self.max_new_tokens}")
+
+
+@dataclasses.dataclass(frozen=True)
 class PolicyConfig:
     """The orchestration policy: shape, stability-weighted SFT (top-k, alpha), decoding and step limit."""
 
@@ -117,6 +147,7 @@ class ConductorRunConfig:
     fixed_workflow: tuple = ("generate_sql", "refine_sql", "terminate")
     data: ConductorData = ConductorData()
     action: ActionModelConfig = ActionModelConfig()
+    actions: ActionsConfig = ActionsConfig()
     explore: ExploreConfig = ExploreConfig()
     policy: PolicyConfig = PolicyConfig()
     rl: ConductorRLConfig = ConductorRLConfig()

@@ -4,11 +4,18 @@
 in the built-in pipeline it is a small Qwen2 sampled through ``rewardsql_jax.sampling.generate`` (via the
 cross-episode batcher, see ``batching.py``). Any callable with that signature works, e.g. a scripted
 one in tests.
+
+Actions ask through ``Env.ask(slot, prompt)``, ``slot`` being the action's name (or ``"reasoning"`` for
+curation's reasoning augmentation). ``routes`` maps the slots that have their own model (a user's checkpoint,
+``actions.model_path``) to the batcher's call kind of that model; inside a batched episode (``rollout.bind``)
+``call(kind, prompt)`` serves them, and every other slot goes to kind ``"action"`` (the built-in model). Outside
+one (``call`` unset) every slot is answered by ``complete``. ``uses_model(slot)`` tells schema linking and the
+reasoning writer whether they have a model (else they stay lexical / template-based).
 """
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from rewardsql_jax.sql import execute
 
@@ -43,8 +50,20 @@ class Env:
     complete: Callable[[str], Completion]
     timeout_s: float = 10.0
     max_rows: int = 10_000
+    routes: Mapping = dataclasses.field(default_factory=dict)  # slot -> call kind of its own model
+    call: Callable | None = dataclasses.field(default=None, compare=False, repr=False)  # set by rollout.bind
     _schemas: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
     _values: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def ask(self, slot: str, prompt: str) -> Completion:
+        """``prompt`` answered by the model of ``slot`` (an action name, or ``"reasoning"``)."""
+        if self.call is not None:
+            return self.call(self.routes.get(slot, "action"), prompt)
+        return self.complete(prompt)
+
+    def uses_model(self, slot: str) -> bool:
+        """Whether ``slot`` has a model of its own (schema linking / reasoning: else lexical / template)."""
+        return slot in self.routes
 
     def schema(self, db_path) -> SchemaInfo:
         if db_path not in self._schemas:

@@ -16,7 +16,7 @@ from rewardsql_jax.stats import evidence_table, mean_interval, paired_mean_diffe
 
 from .batching import CallBatcher
 from .episode import run_workflow
-from .lm import action_handler
+from .lm import action_handlers
 from .rewards import RewardConfig, score_sql
 from .rollout import bind, policy_episode
 from .state import State
@@ -56,11 +56,12 @@ def run_policy_episodes(examples, env, tokenizer, policy_server, action_server, 
                         reward_cfg: RewardConfig = RewardConfig(), repeats: int = 1):
     """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
 
-    ``action_server=None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
+    ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``lm.action_handlers``);
+    ``None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
     """
     handlers = {"policy": policy_server.serve}
     if action_server is not None:
-        handlers["action"] = action_handler(action_server, tokenizer)
+        handlers.update(action_handlers(action_server, tokenizer))
     batcher = CallBatcher(handlers)
     items = [ex for ex in examples for _ in range(repeats)]
     jobs = [lambda call, ex=ex: policy_episode(initial_state(ex, env), call, tokenizer, max_steps=max_steps,
@@ -74,7 +75,7 @@ def run_policy_episodes(examples, env, tokenizer, policy_server, action_server, 
 def run_fixed_workflow(examples, env, tokenizer, action_server, workflow,
                        reward_cfg: RewardConfig = RewardConfig()) -> list:
     """The fixed-workflow baseline (e.g. generate -> refine -> terminate) on every example."""
-    batcher = CallBatcher({"action": action_handler(action_server, tokenizer)})
+    batcher = CallBatcher(action_handlers(action_server, tokenizer))
     jobs = [lambda call, ex=ex: run_workflow(bind(initial_state(ex, env), call), workflow) for ex in examples]
     states = batcher.run(jobs)
     return [_record(ex, s, 0, reward_cfg) for ex, s in zip(examples, states)]

@@ -48,3 +48,12 @@ def action_handler(server: ModelServer, tokenizer):
         return [Completion(tokenizer.decode([t for t in toks if t not in server.stop_ids], skip_special_tokens=True),
                            len(ids), len(toks)) for ids, (toks, _, _) in zip(encoded, outs)]
     return handle
+
+
+def action_handlers(actions, tokenizer) -> dict:
+    """``CallBatcher`` handlers of the action models: ``actions`` is a ``ModelServer`` of the built-in model
+    (call kind ``"action"``, prompts encoded with ``tokenizer``) or already ``{call kind: handler}`` (the built-in
+    model and / or a user's checkpoints, ``action_models.ActionModels.handlers``)."""
+    if isinstance(actions, dict):
+        return dict(actions)
+    return {"action": action_handler(actions, tokenizer)}

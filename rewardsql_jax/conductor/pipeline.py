@@ -1,7 +1,10 @@
 """The whole SQLConductor method on the built-in benchmark (Figure 2: search-to-policy training, then inference).
 
 1. data: built-in train/test databases and questions (with misspelt values, ``data.py``)
-2. action model: a small Qwen2 trained from scratch on the sub-tasks (``action_data.py``), then frozen
+2. action model: a small Qwen2 trained from scratch on the sub-tasks (``action_data.py``), then frozen; or the
+   user's local HF checkpoints (``actions.model_path`` / ``actions.<slot>``, ``action_models.py``), which also
+   link schemas and write the curated trajectories' reasoning (the built-in model is trained only when some
+   SQL-writing action has no checkpoint)
 3. baselines: the fixed workflow generate -> refine -> terminate, and the untrained (random) policy
 4. MCTS exploration of workflows per training question + stability re-executions (Alg. 1, 2)
 5. curation: top-k stable workflows, power-normalised weights, reasoning augmentation (Sec. 4.3)
@@ -31,6 +34,7 @@ from rewardsql_jax.models import save_pretrained
 from rewardsql_jax.training.metrics_log import ScalarLog
 
 from .action_data import action_examples
+from .action_models import ActionModels, needs_builtin
 from .batching import CallBatcher
 from .curation import curate_question
 from .data import evaluation_split
@@ -40,7 +44,7 @@ from .format import format_results, format_step
 from .grpo import curriculum, train_grpo
 from .lm import ModelServer, action_handler
 from .mesh import check_batches, local_mesh
-from .reasoning import CachedReasoner, template_reasoning
+from .reasoning import CachedReasoner, augmented_reasoning, template_reasoning
 from .report import plot_workflow_lengths
 from .rollout import bind
 from .search import SEARCH_ACTIONS, explore_question
@@ -87,7 +91,9 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
                                          heldout_every=d.heldout_every, max_eval_questions=d.max_eval_questions,
                                          value_typo_rate=d.value_typo_rate, seed=cfg.seed)
     explore_ex = train_ex[:d.max_explore_questions] if d.max_explore_questions else train_ex
-    env = Env(complete=_unbound)
+    externals = ActionModels(cfg.actions, max_new_tokens=cfg.action.max_new_tokens,
+                             explore_temperature=cfg.action.explore_temperature, seed=cfg.seed)
+    env = Env(complete=_unbound, routes=externals.routes)
     timings = {}
     mesh = local_mesh(cfg.mesh)
     check_batches(cfg, mesh)
@@ -104,15 +110,22 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
                           run_dir / "tokenizer")
     log(f"[conductor] {len(train_ex)} train / {len(test_ex)} test questions, {len(pairs)} action-model examples, "
         f"vocab {len(tok)}")
-    action_model, action_curve = train_sft(
-        new_model(cfg.action.shape, tok, cfg.seed), [encode_sft(tok, p, t_) for p, t_ in pairs],
-        steps=cfg.action.steps, batch_size=cfg.action.batch_size, lr=cfg.action.lr, pad_id=tok.pad_token_id,
-        seed=cfg.seed, max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len), log=log,
-        on_log=to_tensorboard("action_sft"), desc="action model sft", **trainers("action_sft"),
-        checkpoint_every=cfg.checkpoint_every)
-    save_pretrained(action_model, run_dir / "action_model")
+    greedy_actions, sampled_actions = externals.handlers(greedy=True), externals.handlers(greedy=False)
+    for slot, served_by in externals.table.items():
+        log(f"[conductor] {slot}: {served_by}")
+    action_curve = []
+    if needs_builtin(cfg.actions):
+        action_model, action_curve = train_sft(
+            new_model(cfg.action.shape, tok, cfg.seed), [encode_sft(tok, p, t_) for p, t_ in pairs],
+            steps=cfg.action.steps, batch_size=cfg.action.batch_size, lr=cfg.action.lr, pad_id=tok.pad_token_id,
+            seed=cfg.seed, max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len), log=log,
+            on_log=to_tensorboard("action_sft"), desc="action model sft", **trainers("action_sft"),
+            checkpoint_every=cfg.checkpoint_every)
+        save_pretrained(action_model, run_dir / "action_model")
+        greedy_action, sampled_action = _servers(cfg, tok, action_model)
+        greedy_actions["action"] = action_handler(greedy_action, tok)
+        sampled_actions["action"] = action_handler(sampled_action, tok)
     timings["action_model_sft"] = time.perf_counter() - t
-    greedy_action, sampled_action = _servers(cfg, tok, action_model)
     p = cfg.policy
     pol_stop = stop_ids(tok)
 
@@ -124,22 +137,22 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
 
     def evaluate(name, model):
         t0 = time.perf_counter()
-        recs, _ = run_policy_episodes(test_ex, env, tok, policy_server(model), greedy_action,
+        recs, _ = run_policy_episodes(test_ex, env, tok, policy_server(model), greedy_actions,
                                       max_steps=p.max_steps, reward_cfg=cfg.rl.reward)
         evaluations[name], records[name] = summarize(recs), recs
         timings[f"eval_{name}"] = time.perf_counter() - t0
         log(f"[conductor] {name}: EX {evaluations[name]['ex']:.3f}, calls {evaluations[name]['mean_action_calls']:.2f}")
 
     t = time.perf_counter()
-    recs = run_fixed_workflow(test_ex, env, tok, greedy_action, cfg.fixed_workflow, cfg.rl.reward)
+    recs = run_fixed_workflow(test_ex, env, tok, greedy_actions, cfg.fixed_workflow, cfg.rl.reward)
     evaluations["fixed_workflow"], records["fixed_workflow"] = summarize(recs), recs
     timings["eval_fixed_workflow"] = time.perf_counter() - t
     log(f"[conductor] fixed workflow {'->'.join(cfg.fixed_workflow)}: EX {evaluations['fixed_workflow']['ex']:.3f}")
     evaluate("untrained_policy", new_model(p.shape, tok, cfg.seed + 1))
 
     t = time.perf_counter()
-    reasoner = CachedReasoner(template_reasoning, run_dir / "reasoning_cache.json")
-    batcher = CallBatcher({"action": action_handler(sampled_action, tok)})
+    reasoner = CachedReasoner(augmented_reasoning, run_dir / "reasoning_cache.json")
+    batcher = CallBatcher(sampled_actions)
     searches = batcher.run([lambda call, ex=ex: explore_question(ex.question_id, bind(initial_state(ex, env), call),
                                                                  ex.gold_sql, cfg.explore, cfg.rl.reward, reasoner)
                             for ex in explore_ex])
@@ -171,7 +184,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
 
     t = time.perf_counter()
     hard = curriculum(explore_ex, {s.question_id: s.best_stability for s in searches}, cfg.rl.hard_threshold)
-    policy, rl_history = train_grpo(policy, hard, env, tok, policy_server, greedy_action, cfg.rl, cfg.rl.reward,
+    policy, rl_history = train_grpo(policy, hard, env, tok, policy_server, greedy_actions, cfg.rl, cfg.rl.reward,
                                     max_steps=p.max_steps, pad_id=tok.pad_token_id, seed=cfg.seed, log=log,
                                     on_log=to_tensorboard("grpo"), **trainers("grpo"))
     save_pretrained(policy, run_dir / "policy_sft_rl")
@@ -184,6 +197,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
                       f", value typo rate {d.value_typo_rate}"),
         "eval_on": d.eval_on, "eval_databases": sorted({ex.db_id for ex in test_ex}),
         "train_databases": sorted({ex.db_id for ex in train_ex}),
+        "action_models": externals.report(),
         "evaluations": evaluations, **evidence(records, seed=cfg.seed), "figure": str(figure) if figure else None,
         "exploration": {"questions": len(searches), "mcts_success": found, "stable": solved,
                         "curated_workflows": len(curated),

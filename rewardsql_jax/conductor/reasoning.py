@@ -2,7 +2,9 @@
 
 MCTS trajectories record only actions and outputs; the paper has an LLM write the rationale of every
 decision. A writer is any ``writer(state_before, action) -> str``. The built-in ``template_reasoning``
-states the evidence the decision rests on (no model). ``CachedReasoner`` wraps any writer (e.g. an LLM)
+states the evidence the decision rests on (no model). ``augmented_reasoning`` (the pipeline's writer) asks the
+action model of slot ``"reasoning"`` when the user gave one (``actions.model_path`` / ``actions.reasoning``) and
+falls back to the template when there is none or its answer is empty. ``CachedReasoner`` wraps any writer
 with a JSON cache keyed by question, prior workflow and action, so augmentation runs once per decision.
 """
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import threading
 from pathlib import Path
 
+from .action_prompts import clean_reasoning, reasoning_prompt
 from .state import State
 
 
@@ -39,6 +42,16 @@ def template_reasoning(state: State, action: str) -> str:
         return ("The query runs and returns rows; return it." if cur is not None and cur.ok and cur.n_rows
                 else "Stop with the best query so far.")
     return f"Call {action}."
+
+
+def augmented_reasoning(state: State, action: str) -> str:
+    """The action model's rationale for calling ``action`` in ``state`` (slot ``"reasoning"``, cleaned of tags),
+    or ``template_reasoning`` when that slot has no model or the model wrote nothing usable."""
+    if state.env is None or not state.env.uses_model("reasoning"):
+        return template_reasoning(state, action)
+    history = [(st.action or "malformed call", st.observation) for st in state.steps]
+    text = clean_reasoning(state.env.ask("reasoning", reasoning_prompt(state.question, history, action)).text)
+    return text or template_reasoning(state, action)
 
 
 class CachedReasoner:

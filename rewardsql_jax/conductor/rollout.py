@@ -26,8 +26,9 @@ class Rollout:
 
 
 def bind(state: State, call) -> State:
-    """The state with its env's action model routed through this thread's batched ``call``."""
-    env = dataclasses.replace(state.env, complete=lambda prompt: call("action", prompt))
+    """The state with its env's action models routed through this thread's batched ``call`` (kind ``"action"``,
+    or the kind ``env.routes`` names for a slot with its own model)."""
+    env = dataclasses.replace(state.env, complete=lambda prompt: call("action", prompt), call=call)
     return dataclasses.replace(state, env=env)
 
 

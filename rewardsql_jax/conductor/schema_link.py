@@ -1,6 +1,8 @@
 """Compact schema text and lexical schema linking (SQLConductor Sec. 4.1, action "schema linking").
 
-The paper's schema linking is an LLM sub-task; the built-in default links lexically (no model): a
+The paper's schema linking is an LLM sub-task; with a user's action model (``actions.model_path``) the
+``link_schema`` action asks it and keeps the tables it names (``named_tables``, closed over FK bridges). The
+built-in default links lexically (no model): a
 table is kept when its name or one of its columns shares a (crudely stemmed) word with the question
 or with a retrieved value's column, and tables on foreign-key paths between kept tables are added so
 joins stay possible. The linked schema keeps every column of a kept table (keys included).
@@ -63,7 +65,18 @@ def link_tables(info: SchemaInfo, question: str, value_tables=()) -> tuple:
     kept |= set(value_tables)
     if not kept:
         return tuple(t for t, _ in info.tables)
-    # Add bridge tables: any table linked by FKs to two kept tables (e.g. a many-to-many link table).
+    return close_over_bridges(info, kept)
+
+
+def named_tables(info: SchemaInfo, text: str) -> tuple:
+    """The schema's tables named in ``text`` (a model's answer), as whole words, case-insensitive; schema order."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)}
+    return tuple(t for t, _ in info.tables if t.lower() in words)
+
+
+def close_over_bridges(info: SchemaInfo, kept) -> tuple:
+    """``kept`` plus every table linked by FKs to two kept tables (e.g. a many-to-many link table); schema order."""
+    kept = set(kept)
     neighbours = {}
     for a, _, c, _ in info.foreign_keys:
         neighbours.setdefault(a, set()).add(c)
