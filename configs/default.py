@@ -43,7 +43,7 @@ CONFIG = RunConfig(
         steps=40,
         prompts_per_step=4,
         samples_per_prompt=4,
-        lr=1e-4,
+        lr=5e-5,
         temperature=0.7,
         max_new_tokens=128,
     ),
