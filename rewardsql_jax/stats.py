@@ -74,3 +74,31 @@ def evidence_table(verdicts: dict, comparisons, *, seed: int = 0) -> dict:
         if m in verdicts and b in verdicts and m != b
     ]
     return {"methods": methods, "comparisons": comps}
+
+
+def auc(scores, labels) -> float:
+    """ROC AUC of scores against 0/1 labels by the rank-sum (Mann-Whitney U) formula, ties given their
+    average rank; NaN when either class is absent."""
+    s, y = np.asarray(scores, np.float64), np.asarray(labels).astype(bool)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    ranks = (ends - (counts - 1) / 2.0)[inverse]  # 1-based average rank of each tie group
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def auc_interval(scores, labels, *, seed: int = 0, resamples: int = 1000, level: float = 0.95) -> dict:
+    """``{"auc", "ci95": [lo, hi]}``: the AUC and its percentile-bootstrap interval over the scored items
+    (resamples with one class only are skipped; NaN bounds when fewer than 2 of each class exist)."""
+    s, y = np.asarray(scores, np.float64), np.asarray(labels).astype(bool)
+    point = auc(s, y)
+    if y.sum() < 2 or (~y).sum() < 2:
+        return {"auc": point, "ci95": [float("nan"), float("nan")]}
+    rng = np.random.default_rng(seed)
+    draws = [auc(s[i], y[i]) for i in rng.integers(0, len(s), size=(resamples, len(s)))]
+    draws = np.asarray([d for d in draws if not np.isnan(d)])
+    q = (1 - level) / 2
+    lo, hi = np.quantile(draws, [q, 1 - q])
+    return {"auc": point, "ci95": [float(lo), float(hi)]}

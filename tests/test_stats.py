@@ -58,3 +58,16 @@ def test_mean_interval_and_paired_mean_difference_keep_the_unit():
     assert ex_interval([1, 0, 1, 1])["ex"] == 100 * mean_interval([1, 0, 1, 1])["mean"]
     with pytest.raises(ValueError, match="same questions"):
         paired_mean_difference(calls[:5], calls)
+
+
+def test_auc_interval_brackets_the_auc_and_narrows_with_more_items():
+    from rewardsql_jax.stats import auc, auc_interval
+
+    rng = np.random.default_rng(0)
+    small_y, big_y = rng.integers(0, 2, 60), rng.integers(0, 2, 2000)
+    small_s, big_s = small_y + rng.normal(0, 1, 60), big_y + rng.normal(0, 1, 2000)
+    small, big = auc_interval(small_s, small_y), auc_interval(big_s, big_y)
+    for r, (s, y) in ((small, (small_s, small_y)), (big, (big_s, big_y))):
+        assert r["auc"] == auc(s, y) and r["ci95"][0] < r["auc"] < r["ci95"][1]
+    assert big["ci95"][1] - big["ci95"][0] < small["ci95"][1] - small["ci95"][0]
+    assert np.isnan(auc_interval([0.1, 0.9, 0.3], [1, 0, 0])["ci95"][0])  # one positive: no interval

@@ -28,6 +28,8 @@ from flax import nnx
 from rewardsql_jax.models.prm_head import format_prm_input, step_scores, step_tag_ids
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.sql import format_step_result, prefix_sql, split_cocte
+from rewardsql_jax.stats import auc as step_auc
+from rewardsql_jax.stats import auc_interval
 from rewardsql_jax.training.batch import PRMBatch
 from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
 from rewardsql_jax.training.fit import fit
@@ -48,19 +50,6 @@ def split_by_question(records, heldout_fraction: float, seed: int) -> tuple[list
     n_held = min(max(1, round(heldout_fraction * len(qids))), len(qids) - 1) if len(qids) > 1 else 0
     held = {qids[i] for i in np.random.default_rng(seed).permutation(len(qids))[:n_held]}
     return [r for r in records if r["question_id"] not in held], [r for r in records if r["question_id"] in held]
-
-
-def step_auc(scores, labels) -> float:
-    """ROC AUC of step scores against 0/1 labels by the rank-sum (Mann-Whitney U) formula, ties given their
-    average rank; NaN when either class is absent."""
-    s, y = np.asarray(scores, np.float64), np.asarray(labels).astype(bool)
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    ranks = (ends - (counts - 1) / 2.0)[inverse]  # 1-based average rank of each tie group
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
 def annotate_responses(pool, records) -> list[str]:
@@ -187,6 +176,7 @@ def evaluate_steps(model, examples, tags, length: int, num_steps: int, rows: int
         "steps": len(labels),
         "positives": int(sum(labels)),
         "auc": step_auc(scores, labels),
+        "auc_ci95": auc_interval(scores, labels)["ci95"],
         "accuracy": float(np.mean((np.asarray(scores) > 0.5) == np.asarray(labels, bool))) if labels else float("nan"),
     }
     if not labels:

@@ -29,8 +29,10 @@ def summary_lines(config, results: dict) -> list[str]:
         )
     if "prm" in results and "heldout" in results["prm"]:
         h = results["prm"]["heldout"]
+        lo, hi = h.get("auc_ci95", [float("nan")] * 2)
         lines.append(
-            f"PRM held-out steps: AUC {h.get('auc', float('nan')):.3f}  accuracy {h.get('accuracy', float('nan')):.3f}"
+            f"PRM held-out steps: AUC {h.get('auc', float('nan')):.3f} [{lo:.3f}, {hi:.3f}] on {h.get('steps', 0)} "
+            f"steps ({h.get('positives', 0)} positive)  accuracy {h.get('accuracy', float('nan')):.3f}"
         )
     if "evaluate" in results:
         e = results["evaluate"]
