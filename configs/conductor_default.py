@@ -5,6 +5,7 @@ in results.json (``methods`` / ``comparisons``). Held-out questions of the train
 questions per database, every 4th held out: 720 train / 240 eval); ``data.eval_on=test_dbs`` evaluates on 240 of
 the 480 questions of the three unseen test databases instead.
 """
+
 import dataclasses
 
 from rewardsql_jax.conductor.config import ConductorData, ConductorRunConfig

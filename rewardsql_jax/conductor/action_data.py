@@ -8,6 +8,7 @@ split, one example per sub-task and question, conditioned like the actions call 
 * refine:   a corrupted query with its real execution feedback -> gold SQL (and an unchanged correct
             query -> itself, so refinement keeps what already works)
 """
+
 from __future__ import annotations
 
 import random
@@ -73,6 +74,7 @@ def action_examples(ex, env: Env, rng: random.Random) -> list:
     res = execute(ex.db_path, prev)
     cand = Candidate(prev, "refine", res.ok, len(res.rows) if res.ok else 0, None if res.ok else res.error)
     feedback = cand.feedback()  # as refine_sql shows it to the action model
-    out.append((action_prompt("refine", schema, ex.question, values=vals, previous=prev, feedback=feedback),
-                ex.gold_sql))
+    out.append(
+        (action_prompt("refine", schema, ex.question, values=vals, previous=prev, feedback=feedback), ex.gold_sql)
+    )
     return out

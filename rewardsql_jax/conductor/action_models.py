@@ -14,6 +14,7 @@ template reasoning.
 sampled at ``action.explore_temperature`` for exploration), ``routes`` the ``Env.routes`` that send each slot to
 its model's call kind, and ``calls`` counts the prompts each model answered per task (``results.json``).
 """
+
 from __future__ import annotations
 
 import collections
@@ -76,9 +77,11 @@ def load_action_model(path, *, dtype: str = "float32", chat_template: str = "aut
     """Load a local HF checkpoint directory (``config.json`` + safetensors + tokenizer files) as an action model."""
     path = Path(path)
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"action model {str(path)!r} is not a HF checkpoint directory (no config.json); point "
-                                f"actions.model_path (or actions.<slot>) at a local model saved with save_pretrained "
-                                f"and its tokenizer, or leave it empty for the built-in action model")
+        raise FileNotFoundError(
+            f"action model {str(path)!r} is not a HF checkpoint directory (no config.json); point "
+            f"actions.model_path (or actions.<slot>) at a local model saved with save_pretrained "
+            f"and its tokenizer, or leave it empty for the built-in action model"
+        )
     if chat_template not in CHAT_TEMPLATE_CHOICES:
         raise ValueError(f"actions.chat_template={chat_template!r}; choose one of {', '.join(CHAT_TEMPLATE_CHOICES)}")
     tok = load_tokenizer(path)
@@ -87,18 +90,23 @@ def load_action_model(path, *, dtype: str = "float32", chat_template: str = "aut
         raise ValueError(f"actions.chat_template=on but the tokenizer in {path} has no chat template; use auto or off")
     model = from_pretrained(path, dtype=dtype)
     if model.config.vocab_size < len(tok):
-        raise ValueError(f"the tokenizer in {path} has {len(tok)} tokens but the model only "
-                         f"{model.config.vocab_size}; save the model's own tokenizer beside it")
+        raise ValueError(
+            f"the tokenizer in {path} has {len(tok)} tokens but the model only "
+            f"{model.config.vocab_size}; save the model's own tokenizer beside it"
+        )
     eos = model.config.eos_token_id
     stops = {int(e) for e in (eos if isinstance(eos, tuple) else (eos,)) if e is not None}
     if tok.eos_token_id is not None:
         stops.add(int(tok.eos_token_id))
     if not stops:
-        raise ValueError(f"action model {path} names no EOS token (config.json eos_token_id or the tokenizer's); "
-                         f"generation could not stop")
+        raise ValueError(
+            f"action model {path} names no EOS token (config.json eos_token_id or the tokenizer's); "
+            f"generation could not stop"
+        )
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
-    return LoadedActionModel(str(path), model, tok, has_template and chat_template != "off", tuple(sorted(stops)),
-                             int(pad))
+    return LoadedActionModel(
+        str(path), model, tok, has_template and chat_template != "off", tuple(sorted(stops)), int(pad)
+    )
 
 
 class ActionModels:
@@ -110,16 +118,20 @@ class ActionModels:
         self.table = model_table(actions_cfg)
         self.kinds = {p: f"model:{i}" for i, p in enumerate(dict.fromkeys(paths.values()))}
         self.routes = {slot: self.kinds[p] for slot, p in paths.items()}
-        self.loaded = {kind: loader(p, dtype=actions_cfg.dtype, chat_template=actions_cfg.chat_template)
-                       for p, kind in self.kinds.items()}
+        self.loaded = {
+            kind: loader(p, dtype=actions_cfg.dtype, chat_template=actions_cfg.chat_template)
+            for p, kind in self.kinds.items()
+        }
         n = actions_cfg.max_new_tokens or max_new_tokens
         self._servers = {}
         for kind, m in self.loaded.items():
-            common = dict(stop_ids=m.stop_ids, pad_id=m.pad_id, max_new_tokens=n,
-                          max_len=m.model.config.max_position_embeddings)
-            self._servers[kind] = {True: ModelServer(m.model, seed=seed, **common),
-                                   False: ModelServer(m.model, temperature=explore_temperature, seed=seed + 7,
-                                                      **common)}
+            common = dict(
+                stop_ids=m.stop_ids, pad_id=m.pad_id, max_new_tokens=n, max_len=m.model.config.max_position_embeddings
+            )
+            self._servers[kind] = {
+                True: ModelServer(m.model, seed=seed, **common),
+                False: ModelServer(m.model, temperature=explore_temperature, seed=seed + 7, **common),
+            }
         self.calls = collections.Counter()
         self._lock = threading.Lock()
 
@@ -135,14 +147,24 @@ class ActionModels:
                 self.calls.update(f"{kind}:{task_of(p) or 'other'}" for p in prompts)
             encoded = [m.encode(p) for p in prompts]
             outs = server.serve(encoded)
-            return [Completion(m.tokenizer.decode([t for t in toks if t not in m.stop_ids], skip_special_tokens=True),
-                               len(ids), len(toks)) for ids, (toks, _, _) in zip(encoded, outs)]
+            return [
+                Completion(
+                    m.tokenizer.decode([t for t in toks if t not in m.stop_ids], skip_special_tokens=True),
+                    len(ids),
+                    len(toks),
+                )
+                for ids, (toks, _, _) in zip(encoded, outs)
+            ]
+
         return handle
 
     def report(self) -> dict:
         """What ``results.json`` records: which model serves each slot, the checkpoints, prompts answered per task."""
-        return {"slots": self.table,
-                "checkpoints": {kind: {"path": m.path, "chat_template": m.chat_template,
-                                       "vocab_size": m.model.config.vocab_size}
-                                for kind, m in self.loaded.items()},
-                "calls": dict(sorted(self.calls.items()))}
+        return {
+            "slots": self.table,
+            "checkpoints": {
+                kind: {"path": m.path, "chat_template": m.chat_template, "vocab_size": m.model.config.vocab_size}
+                for kind, m in self.loaded.items()
+            },
+            "calls": dict(sorted(self.calls.items())),
+        }

@@ -7,6 +7,7 @@ refinement the previous SQL with its execution feedback. The model answers with 
 (``link_prompt``) and reasoning (``reasoning_prompt``) are asked only of a user's checkpoint
 (``actions.model_path``); ``INSTRUCTIONS`` is the system message a chat-templated model gets per task.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,20 +17,25 @@ TASKS = ("generate", "refine", "steps")
 SLOTS = ("generate_sql", "refine_sql", "build_sql_steps", "link_schema", "reasoning")
 # The slots the built-in action model serves when no checkpoint is given (the others fall back to no model)
 BUILTIN_SLOTS = ("generate_sql", "refine_sql", "build_sql_steps")
-CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")  # a user's checkpoint: its tokenizer's template if it has one / must / never
+CHAT_TEMPLATE_CHOICES = (
+    "auto",
+    "on",
+    "off",
+)  # a user's checkpoint: its tokenizer's template if it has one / must / never
 INSTRUCTIONS = {
     "generate": "Write one SQLite query that answers the question over the schema. Answer with the SQL only.",
     "refine": "The previous SQLite query may be wrong; its execution feedback is shown. Answer with a corrected "
-              "query (or the same one if it is right), SQL only.",
+    "query (or the same one if it is right), SQL only.",
     "steps": "Write one SQLite query as WITH steps (common table expressions, one per line) and a final SELECT. "
-             "Answer with the SQL only.",
+    "Answer with the SQL only.",
     "link_schema": "Name the tables of the schema the question needs, comma-separated, nothing else.",
     "reasoning": "In one short sentence, say why the next action is a good step for answering the question.",
 }
 
 
-def action_prompt(task: str, schema: str, question: str, *, values=None, previous: str | None = None,
-                  feedback: str | None = None) -> str:
+def action_prompt(
+    task: str, schema: str, question: str, *, values=None, previous: str | None = None, feedback: str | None = None
+) -> str:
     """The action model's input for ``task`` (one of ``TASKS``); ends with ``"sql:"`` (the answer follows)."""
     if task not in TASKS:
         raise ValueError(f"unknown action task {task!r}; choose one of {TASKS}")

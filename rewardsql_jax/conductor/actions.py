@@ -11,6 +11,7 @@ new capability needs). The seven built-in actions:
 * ``select_candidate`` candidate selection by execution consistency (majority over result sets)
 * ``terminate``        stop and return the working SQL
 """
+
 from __future__ import annotations
 
 import collections
@@ -29,6 +30,7 @@ TERMINATE = "terminate"
 
 def register_action(name: str, fn: Callable | None = None, *, override: bool = False):
     """Register ``fn(state, **kwargs) -> Observation`` as action ``name`` (usable as a decorator)."""
+
     def add(f):
         if not callable(f):
             raise TypeError(f"action {name!r} must be callable, got {type(f).__name__}")
@@ -36,6 +38,7 @@ def register_action(name: str, fn: Callable | None = None, *, override: bool = F
             raise ValueError(f"action {name!r} is already registered; pass override=True to replace it")
         ACTIONS[name] = f
         return f
+
     return add(fn) if fn is not None else add
 
 
@@ -50,8 +53,14 @@ def _schema(state: State) -> str:
 def _new_candidate(state: State, sql: str, source: str, cost: int, extra: str = "") -> Observation:
     cand, preview = state.env.run_sql(state.db_path, sql, source)
     text = f"sql: {sql}\n{extra}{cand.feedback(preview)}"
-    return Observation(text, {"candidates": state.candidates + (cand,), "current": len(state.candidates),
-                              "action_tokens": state.action_tokens + cost})
+    return Observation(
+        text,
+        {
+            "candidates": state.candidates + (cand,),
+            "current": len(state.candidates),
+            "action_tokens": state.action_tokens + cost,
+        },
+    )
 
 
 def _ask(state: State, slot: str, prompt: str):
@@ -70,12 +79,19 @@ def link_schema(state: State) -> Observation:
         return Observation(f"tables: {', '.join(tables)}", {"linked_schema": schema_text(info, tables)})
     out = state.env.ask("link_schema", link_prompt(schema_text(info), state.question, values=state.values))
     named = named_tables(info, out.text)
-    tables = close_over_bridges(info, set(named) | set(value_tables)) if named else link_tables(
-        info, state.question, value_tables)
+    tables = (
+        close_over_bridges(info, set(named) | set(value_tables))
+        if named
+        else link_tables(info, state.question, value_tables)
+    )
     note = "" if named else " (the model named no table of the schema: lexical linking)"
-    return Observation(f"tables: {', '.join(tables)}{note}",
-                       {"linked_schema": schema_text(info, tables),
-                        "action_tokens": state.action_tokens + out.prompt_tokens + out.completion_tokens})
+    return Observation(
+        f"tables: {', '.join(tables)}{note}",
+        {
+            "linked_schema": schema_text(info, tables),
+            "action_tokens": state.action_tokens + out.prompt_tokens + out.completion_tokens,
+        },
+    )
 
 
 @register_action("retrieve_values")
@@ -87,8 +103,9 @@ def retrieve_values(state: State, top_k: int = 3) -> Observation:
 
 @register_action("generate_sql")
 def generate_sql(state: State) -> Observation:
-    sql, cost = _ask(state, "generate_sql", action_prompt("generate", _schema(state), state.question,
-                                                          values=state.values))
+    sql, cost = _ask(
+        state, "generate_sql", action_prompt("generate", _schema(state), state.question, values=state.values)
+    )
     return _new_candidate(state, sql, "generate_sql", cost)
 
 
@@ -97,8 +114,9 @@ def refine_sql(state: State) -> Observation:
     cur = state.current_candidate
     if cur is None:
         return Observation("no SQL to refine yet; call generate_sql or build_sql_steps first")
-    prompt = action_prompt("refine", _schema(state), state.question, values=state.values, previous=cur.sql,
-                           feedback=cur.feedback())
+    prompt = action_prompt(
+        "refine", _schema(state), state.question, values=state.values, previous=cur.sql, feedback=cur.feedback()
+    )
     sql, cost = _ask(state, "refine_sql", prompt)
     return _new_candidate(state, sql, "refine_sql", cost)
 
@@ -118,8 +136,9 @@ def _step_report(state: State, sql: str) -> str:
 
 @register_action("build_sql_steps")
 def build_sql_steps(state: State) -> Observation:
-    sql, cost = _ask(state, "build_sql_steps", action_prompt("steps", _schema(state), state.question,
-                                                             values=state.values))
+    sql, cost = _ask(
+        state, "build_sql_steps", action_prompt("steps", _schema(state), state.question, values=state.values)
+    )
     return _new_candidate(state, sql, "build_sql_steps", cost, extra=_step_report(state, sql))
 
 
@@ -131,11 +150,16 @@ def select_candidate(state: State) -> Observation:
     votes = collections.Counter(c.result_key for _, c in usable)
     best_key, n = max(votes.items(), key=lambda kv: (kv[1], max(i for i, c in usable if c.result_key == kv[0])))
     pick = max(i for i, c in usable if c.result_key == best_key)
-    return Observation(f"selected candidate {pick + 1} ({n} of {len(usable)} executable candidates agree): "
-                       f"{state.candidates[pick].sql}", {"current": pick})
+    return Observation(
+        f"selected candidate {pick + 1} ({n} of {len(usable)} executable candidates agree): "
+        f"{state.candidates[pick].sql}",
+        {"current": pick},
+    )
 
 
 @register_action(TERMINATE)
 def terminate(state: State) -> Observation:
     cur = state.current_candidate
-    return Observation("final: " + (cur.sql if cur else "no SQL"), {"done": True, "final_sql": cur.sql if cur else None})
+    return Observation(
+        "final: " + (cur.sql if cur else "no SQL"), {"done": True, "final_sql": cur.sql if cur else None}
+    )

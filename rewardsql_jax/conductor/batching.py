@@ -5,6 +5,7 @@ model call blocks its thread; when every live thread is blocked, the pending req
 model and run as one batched ``generate`` per model, ordered by thread index, so a run is deterministic
 for a fixed set of episodes. This turns hundreds of batch-1 decodes into a few large ones on CPU.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -8,6 +8,7 @@ where they exist: top-k = 3 workflows, power alpha = 2, GRPO clip 0.2.
 mesh of its own devices; the default (all 1) is one device, ``mesh.fsdp=-1`` shards over every local device, and
 ``mesh.micro_batches`` splits each train batch for exact gradient accumulation.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,13 +39,15 @@ class ConductorData:
     max_explore_questions: int = 64  # 0 = every training question
     max_eval_questions: int = 48
     eval_on: str = "heldout_questions"
-    heldout_every: int = 4           # heldout_questions: question k of a database is held out when k % 4 == 3
+    heldout_every: int = 4  # heldout_questions: question k of a database is held out when k % 4 == 3
 
     def __post_init__(self):
         require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
         if self.eval_on not in EVAL_SPLITS:
-            raise ValueError(f"data.eval_on={self.eval_on!r}; choose one of {', '.join(EVAL_SPLITS)} (held-out "
-                             f"questions of the training databases, or the benchmark's unseen test databases)")
+            raise ValueError(
+                f"data.eval_on={self.eval_on!r}; choose one of {', '.join(EVAL_SPLITS)} (held-out "
+                f"questions of the training databases, or the benchmark's unseen test databases)"
+            )
         if self.heldout_every < 2:
             raise ValueError(f"data.heldout_every must be >= 2, got {self.heldout_every}")
         if not 0.0 <= self.value_typo_rate <= 1.0:
@@ -55,12 +58,13 @@ class ConductorData:
 class ActionModelConfig:
     """The frozen action LLM: shape, SFT budget, decoding (greedy at evaluation, sampled in exploration)."""
 
-    shape: ModelConfigSection = ModelConfigSection(vocab_size=1024, hidden_size=128, intermediate_size=384,
-                                                   num_layers=2, num_heads=4, num_kv_heads=2, max_len=512)
+    shape: ModelConfigSection = ModelConfigSection(
+        vocab_size=1024, hidden_size=128, intermediate_size=384, num_layers=2, num_heads=4, num_kv_heads=2, max_len=512
+    )
     steps: int = 300
     batch_size: int = 16
     lr: float = 3e-3
-    max_train_len: int = 256         # longer SFT examples are dropped (keeps one cheap train shape)
+    max_train_len: int = 256  # longer SFT examples are dropped (keeps one cheap train shape)
     max_new_tokens: int = 64
     explore_temperature: float = 0.8
 
@@ -88,21 +92,24 @@ class ActionsConfig:
 
     def __post_init__(self):
         if self.chat_template not in CHAT_TEMPLATE_CHOICES:
-            raise ValueError(f"actions.chat_template={self.chat_template!r}; choose one of "
-                             f"{', '.join(CHAT_TEMPLATE_CHOICES)}")
+            raise ValueError(
+                f"actions.chat_template={self.chat_template!r}; choose one of {', '.join(CHAT_TEMPLATE_CHOICES)}"
+            )
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"actions.dtype={self.dtype!r}; choose float32, bfloat16 or float16")
         if self.max_new_tokens < 0:
-            raise ValueError(f"actions.max_new_tokens must be >= 0 (0 = action.max_new_tokens), got "
-                             f"{self.max_new_tokens}")
+            raise ValueError(
+                f"actions.max_new_tokens must be >= 0 (0 = action.max_new_tokens), got {self.max_new_tokens}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class PolicyConfig:
     """The orchestration policy: shape, stability-weighted SFT (top-k, alpha), decoding and step limit."""
 
-    shape: ModelConfigSection = ModelConfigSection(vocab_size=1024, hidden_size=64, intermediate_size=192,
-                                                   num_layers=2, num_heads=4, num_kv_heads=2, max_len=1024)
+    shape: ModelConfigSection = ModelConfigSection(
+        vocab_size=1024, hidden_size=64, intermediate_size=192, num_layers=2, num_heads=4, num_kv_heads=2, max_len=1024
+    )
     sft_steps: int = 120
     batch_size: int = 8
     lr: float = 3e-3
@@ -128,7 +135,7 @@ class ConductorRLConfig:
     temperature: float = 1.0
     hard_threshold: float = 1.0
     reward: RewardConfig = RewardConfig()
-    checkpoint_every: int = 1        # a GRPO step samples every rollout: checkpoint after each one
+    checkpoint_every: int = 1  # a GRPO step samples every rollout: checkpoint after each one
 
     def __post_init__(self):
         require_positive(self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every")
@@ -152,7 +159,7 @@ class ConductorRunConfig:
     policy: PolicyConfig = PolicyConfig()
     rl: ConductorRLConfig = ConductorRLConfig()
     mesh: MeshConfig = MeshConfig(fsdp=1)
-    checkpoint_every: int = 50       # SFT steps between checkpoints (run_dir/checkpoints/); also after the last
+    checkpoint_every: int = 50  # SFT steps between checkpoints (run_dir/checkpoints/); also after the last
 
     def __post_init__(self):
         if self.pipeline != "conductor":
@@ -161,8 +168,9 @@ class ConductorRunConfig:
         m = self.mesh.micro_batches
         for key, size in (("action.batch_size", self.action.batch_size), ("policy.batch_size", self.policy.batch_size)):
             if size % m:
-                raise ValueError(f"mesh.micro_batches={m} must divide {key}={size} (each SFT batch splits into equal "
-                                 f"micro-batches)")
+                raise ValueError(
+                    f"mesh.micro_batches={m} must divide {key}={size} (each SFT batch splits into equal micro-batches)"
+                )
         get_algorithm(GRPO_ALGORITHM).validate(self)
         unknown = [a for a in self.fixed_workflow if a not in ACTIONS]
         if unknown:

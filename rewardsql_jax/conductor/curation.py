@@ -6,6 +6,7 @@
 * Power normalisation (Sec. 4.4): w_tau = p_tau^alpha / sum_{tau' in top-k} p_tau'^alpha (alpha = 2),
   so the weights of each question sum to 1.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,15 +44,14 @@ def power_weights(stabilities, alpha: float = 2.0) -> list:
         raise ValueError(f"stabilities must be a non-empty list of non-negative numbers, got {ps}")
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
-    powered = [p ** alpha for p in ps]
+    powered = [p**alpha for p in ps]
     total = sum(powered)
     if total == 0:
         raise ValueError("every stability score is 0; a question without a successful workflow has no weights")
     return [x / total for x in powered]
 
 
-def curate_question(question_id: int, scores: dict, representatives: dict, *, k: int = 3,
-                    alpha: float = 2.0) -> list:
+def curate_question(question_id: int, scores: dict, representatives: dict, *, k: int = 3, alpha: float = 2.0) -> list:
     """CuratedWorkflows of one question from {workflow: p} and {workflow: representative state}."""
     top = [(w, p) for w, p in top_k_stable(scores, k) if w in representatives]
     if not top:

@@ -7,6 +7,7 @@ every token the policy wrote. The loss is the clipped GRPO surrogate with k3 KL 
 (``losses.grpo``: clip ``rl.clip_eps``, KL weight ``rl.kl_beta``, log-probs at the sampling temperature).
 The conductor's GRPO loop (``grpo.py``) asks the registry for this algorithm's loss, options and update.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,9 +37,13 @@ class ConductorCurriculumGRPO(OnlineAlgorithm):
     def validate(self, config) -> None:
         """Checks of a ``ConductorRunConfig``; the Reward-SQL pipeline's ``rl.algorithm`` cannot select it."""
         if getattr(config, "pipeline", None) != "conductor":
-            raise ValueError(f"rl.algorithm={NAME!r} trains SQLConductor's orchestration policy "
-                             f"(configs/conductor_*.py); the Reward-SQL RL stage cannot run it")
+            raise ValueError(
+                f"rl.algorithm={NAME!r} trains SQLConductor's orchestration policy "
+                f"(configs/conductor_*.py); the Reward-SQL RL stage cannot run it"
+            )
         m, g = config.mesh.micro_batches, config.rl.group_size
         if g % m:
-            raise ValueError(f"mesh.micro_batches={m} must divide rl.group_size={g}: a GRPO batch is whole groups "
-                             f"of rollouts and a step may have fewer than rl.prompts_per_step hard questions")
+            raise ValueError(
+                f"mesh.micro_batches={m} must divide rl.group_size={g}: a GRPO batch is whole groups "
+                f"of rollouts and a step may have fewer than rl.prompts_per_step hard questions"
+            )

@@ -8,6 +8,7 @@ retrieval (or luck). Typos are seeded per question id and applied to train and t
 ``evaluation_split`` picks the evaluation questions (``data.eval_on``): held-out questions of the training
 databases, or the benchmark's unseen test databases.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -75,8 +76,16 @@ def heldout_split(examples, every: int) -> tuple[list, list]:
     return train, held
 
 
-def evaluation_split(train_examples, test_examples, *, eval_on: str, heldout_every: int, max_eval_questions: int,
-                     value_typo_rate: float, seed: int) -> tuple[list, list]:
+def evaluation_split(
+    train_examples,
+    test_examples,
+    *,
+    eval_on: str,
+    heldout_every: int,
+    max_eval_questions: int,
+    value_typo_rate: float,
+    seed: int,
+) -> tuple[list, list]:
     """(training questions, evaluation questions), both with value typos (``add_value_typos``).
 
     ``eval_on="heldout_questions"``: every ``heldout_every``-th question of each training database is held out

@@ -12,6 +12,7 @@ curation's reasoning augmentation). ``routes`` maps the slots that have their ow
 one (``call`` unset) every slot is answered by ``complete``. ``uses_model(slot)`` tells schema linking and the
 reasoning writer whether they have a model (else they stay lexical / template-based).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -80,5 +81,7 @@ class Env:
         res = execute(db_path, sql, timeout_s=self.timeout_s, max_rows=self.max_rows)
         if not res.ok:
             return Candidate(sql=sql, source=source, ok=False, error=res.error or "execution failed"), ""
-        return (Candidate(sql=sql, source=source, ok=True, n_rows=len(res.rows), result_key=result_key(res.rows)),
-                preview_rows(res.rows))
+        return (
+            Candidate(sql=sql, source=source, ok=True, n_rows=len(res.rows), result_key=result_key(res.rows)),
+            preview_rows(res.rows),
+        )

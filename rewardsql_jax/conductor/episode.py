@@ -5,6 +5,7 @@ action sequence (the fixed-workflow baseline, MCTS re-executions); the LM-driven
 ``rollout.py``. A malformed ``<call>``, an unknown action or bad arguments never raise: the message is
 written into ``<results>`` so the policy can correct itself, and the step still counts toward the limit.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -6,6 +6,7 @@ batched across questions). EX follows the BIRD set rule; a workflow that returns
 policies against the fixed workflow and the SFT policy (``rewardsql_jax.stats``, the shape of the Reward-SQL
 evaluate stage's ``methods`` / ``comparisons``).
 """
+
 from __future__ import annotations
 
 import collections
@@ -48,12 +49,31 @@ def initial_state(ex, env) -> State:
 
 def _record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig) -> EpisodeRecord:
     r = score_sql(ex.db_path, state.final_sql, execute(ex.db_path, ex.gold_sql), reward_cfg)
-    return EpisodeRecord(ex.question_id, ex.difficulty, state.workflow, state.num_calls, policy_tokens,
-                         state.action_tokens, state.final_sql, r.executable, r.exact, r.reward)
+    return EpisodeRecord(
+        ex.question_id,
+        ex.difficulty,
+        state.workflow,
+        state.num_calls,
+        policy_tokens,
+        state.action_tokens,
+        state.final_sql,
+        r.executable,
+        r.exact,
+        r.reward,
+    )
 
 
-def run_policy_episodes(examples, env, tokenizer, policy_server, action_server, *, max_steps: int,
-                        reward_cfg: RewardConfig = RewardConfig(), repeats: int = 1):
+def run_policy_episodes(
+    examples,
+    env,
+    tokenizer,
+    policy_server,
+    action_server,
+    *,
+    max_steps: int,
+    reward_cfg: RewardConfig = RewardConfig(),
+    repeats: int = 1,
+):
     """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
 
     ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``lm.action_handlers``);
@@ -64,16 +84,26 @@ def run_policy_episodes(examples, env, tokenizer, policy_server, action_server, 
         handlers.update(action_handlers(action_server, tokenizer))
     batcher = CallBatcher(handlers)
     items = [ex for ex in examples for _ in range(repeats)]
-    jobs = [lambda call, ex=ex: policy_episode(initial_state(ex, env), call, tokenizer, max_steps=max_steps,
-                                               max_len=policy_server.max_len, max_new_tokens=policy_server.max_new_tokens,
-                                               bind_actions=action_server is not None) for ex in items]
+    jobs = [
+        lambda call, ex=ex: policy_episode(
+            initial_state(ex, env),
+            call,
+            tokenizer,
+            max_steps=max_steps,
+            max_len=policy_server.max_len,
+            max_new_tokens=policy_server.max_new_tokens,
+            bind_actions=action_server is not None,
+        )
+        for ex in items
+    ]
     rollouts = batcher.run(jobs)
     records = [_record(ex, r.state, r.policy_tokens, reward_cfg) for ex, r in zip(items, rollouts)]
     return records, rollouts
 
 
-def run_fixed_workflow(examples, env, tokenizer, action_server, workflow,
-                       reward_cfg: RewardConfig = RewardConfig()) -> list:
+def run_fixed_workflow(
+    examples, env, tokenizer, action_server, workflow, reward_cfg: RewardConfig = RewardConfig()
+) -> list:
     """The fixed-workflow baseline (e.g. generate -> refine -> terminate) on every example."""
     batcher = CallBatcher(action_handlers(action_server, tokenizer))
     jobs = [lambda call, ex=ex: run_workflow(bind(initial_state(ex, env), call), workflow) for ex in examples]
@@ -96,8 +126,9 @@ def summarize(records) -> dict:
         "mean_policy_tokens": sum(r.policy_tokens for r in records) / n,
         "mean_action_tokens": sum(r.action_tokens for r in records) / n,
         "mean_reward": sum(r.reward for r in records) / n,
-        "length_hist": {d: dict(sorted(collections.Counter(r.num_calls for r in rs).items()))
-                        for d, rs in sorted(by_diff.items())},
+        "length_hist": {
+            d: dict(sorted(collections.Counter(r.num_calls for r in rs).items())) for d, rs in sorted(by_diff.items())
+        },
         "action_counts": dict(collections.Counter(a for r in records for a in r.workflow).most_common()),
     }
 
@@ -108,8 +139,10 @@ def evidence(records: dict, *, seed: int = 0, comparisons=COMPARISONS) -> dict:
     question; 95% percentile-bootstrap intervals over questions, differences paired on the same questions)."""
     order = {m: [r.question_id for r in recs] for m, recs in records.items()}
     if len({tuple(q) for q in order.values()}) > 1:
-        raise ValueError("evidence needs every method evaluated on the same questions in the same order: "
-                         + ", ".join(f"{m}: {len(q)} questions" for m, q in order.items()))
+        raise ValueError(
+            "evidence needs every method evaluated on the same questions in the same order: "
+            + ", ".join(f"{m}: {len(q)} questions" for m, q in order.items())
+        )
     table = evidence_table({m: [r.exact for r in recs] for m, recs in records.items()}, comparisons, seed=seed)
     calls = {m: [r.num_calls for r in recs] for m, recs in records.items()}
     for m, entry in table["methods"].items():

@@ -9,6 +9,7 @@ by the action module and is only context (masked from every loss, Sec. 4.4 Eq. f
 a Python-like call expression with literal keyword arguments; anything else is reported back to the
 policy as an observation (``ParseError``), never raised.
 """
+
 from __future__ import annotations
 
 import ast
@@ -96,7 +97,7 @@ def _between(text: str, open_tag: str, close_tag: str) -> str | None:
     if start < 0:
         return None
     end = text.find(close_tag, start + len(open_tag))
-    return None if end < 0 else text[start + len(open_tag):end]
+    return None if end < 0 else text[start + len(open_tag) : end]
 
 
 def parse_policy_output(text: str, known_actions) -> ParsedCall | ParseError:
@@ -110,8 +111,10 @@ def parse_policy_output(text: str, known_actions) -> ParsedCall | ParseError:
     if text.count(CALL_OPEN) != 1 or text.count(CALL_CLOSE) != 1:
         n = text.count(CALL_OPEN)
         what = "no" if n == 0 else ("several" if n > 1 else "an unclosed")
-        return ParseError(f"malformed output: {what} {CALL_OPEN} block; write exactly one "
-                          f"{CALL_OPEN}action_name(...){CALL_CLOSE}", text)
+        return ParseError(
+            f"malformed output: {what} {CALL_OPEN} block; write exactly one {CALL_OPEN}action_name(...){CALL_CLOSE}",
+            text,
+        )
     body = _between(text, CALL_OPEN, CALL_CLOSE)
     if body is None:
         return ParseError(f"malformed output: {CALL_CLOSE} comes before {CALL_OPEN}", text)

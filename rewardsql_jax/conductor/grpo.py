@@ -9,6 +9,7 @@
 * The clipped GRPO loss with k3 KL to the SFT policy acts only on policy-generated tokens (Omega_i:
   ``<reasoning>`` and ``<call>``); ``<results>`` and the prompt have completion_mask 0.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,10 @@ DIFFICULTY_ORDER = {"simple": 0, "moderate": 1, "challenging": 2}
 def curriculum(examples, stability: dict, hard_threshold: float) -> list:
     """Hard questions (best stability < threshold), ordered simple -> challenging, then by stability desc."""
     hard = [ex for ex in examples if stability.get(ex.question_id, 0.0) < hard_threshold]
-    return sorted(hard, key=lambda ex: (DIFFICULTY_ORDER.get(ex.difficulty, 3), -stability.get(ex.question_id, 0.0),
-                                        ex.question_id))
+    return sorted(
+        hard,
+        key=lambda ex: (DIFFICULTY_ORDER.get(ex.difficulty, 3), -stability.get(ex.question_id, 0.0), ex.question_id),
+    )
 
 
 def rl_batch(rollouts, advantages, pad_id: int) -> RLBatch:
@@ -42,9 +45,26 @@ def rl_batch(rollouts, advantages, pad_id: int) -> RLBatch:
     return masked_rl_batch([flatten(r.segments) for r in rollouts], advantages, pad_id)
 
 
-def train_grpo(policy, questions, env, tokenizer, make_policy_server, action_server, cfg, reward_cfg, *,
-               max_steps: int, pad_id: int, seed: int = 0, log=None, on_log=None, checkpoint_dir=None,
-               stop_after: int = 0, mesh=None, micro_batches: int = 1):
+def train_grpo(
+    policy,
+    questions,
+    env,
+    tokenizer,
+    make_policy_server,
+    action_server,
+    cfg,
+    reward_cfg,
+    *,
+    max_steps: int,
+    pad_id: int,
+    seed: int = 0,
+    log=None,
+    on_log=None,
+    checkpoint_dir=None,
+    stop_after: int = 0,
+    mesh=None,
+    micro_batches: int = 1,
+):
     """Run ``cfg.steps`` GRPO steps over the curriculum; returns (policy, per-step metrics).
 
     The loss, its options and the advantages come from the registered ``conductor_curriculum_grpo`` algorithm
@@ -62,18 +82,30 @@ def train_grpo(policy, questions, env, tokenizer, make_policy_server, action_ser
     if mesh is not None:
         policy = shard_model(policy, mesh)
     state = create_train_state(policy, make_optimizer(opt), seed=seed, with_reference=cfg.kl_beta > 0)
-    step_fn = make_train_step(state.graphdef, algorithm.loss, algorithm.loss_options(cfg), mesh=mesh,
-                              micro_batches=micro_batches)
+    step_fn = make_train_step(
+        state.graphdef, algorithm.loss, algorithm.loss_options(cfg), mesh=mesh, micro_batches=micro_batches
+    )
 
     def step(state, i):
         start = (i * cfg.prompts_per_step) % len(questions)
-        chosen = (questions + questions)[start:start + min(cfg.prompts_per_step, len(questions))]
+        chosen = (questions + questions)[start : start + min(cfg.prompts_per_step, len(questions))]
         server = make_policy_server(state.model(), cfg.temperature, seed + i)
-        records, rollouts = run_policy_episodes(chosen, env, tokenizer, server, action_server,
-                                                max_steps=max_steps, reward_cfg=reward_cfg, repeats=cfg.group_size)
+        records, rollouts = run_policy_episodes(
+            chosen,
+            env,
+            tokenizer,
+            server,
+            action_server,
+            max_steps=max_steps,
+            reward_cfg=reward_cfg,
+            repeats=cfg.group_size,
+        )
         update = algorithm.update(records, None, cfg)
-        metrics = {"reward": float(update.rewards.mean()), "ex": float(np.mean([r.exact for r in records])),
-                   "calls": float(np.mean([r.num_calls for r in records]))}
+        metrics = {
+            "reward": float(update.rewards.mean()),
+            "ex": float(np.mean([r.exact for r in records])),
+            "calls": float(np.mean([r.num_calls for r in records])),
+        }
         if np.abs(update.advantages).max() > 0:
             state, m = step_fn(state, rl_batch(rollouts, update.advantages, pad_id))
             metrics.update(loss=float(m["loss"]), kl=float(m.get("kl", 0.0)))
@@ -85,11 +117,24 @@ def train_grpo(policy, questions, env, tokenizer, make_policy_server, action_ser
         if on_log:
             on_log(record["step"], record)
         if log:
-            log(f"  grpo step {record['step']}: " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
-                                                           for k, v in record.items() if k != "step"))
+            log(
+                f"  grpo step {record['step']}: "
+                + ", ".join(
+                    f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items() if k != "step"
+                )
+            )
 
     checkpoints = None if checkpoint_dir is None else StepCheckpoints(checkpoint_dir, name="grpo")
-    result = fit(state, step, steps=cfg.steps, desc="grpo", log=report, checkpoints=checkpoints,
-                 checkpoint_every=cfg.checkpoint_every, stop_after=stop_after, postfix=("reward", "ex"),
-                 say=log or print)
+    result = fit(
+        state,
+        step,
+        steps=cfg.steps,
+        desc="grpo",
+        log=report,
+        checkpoints=checkpoints,
+        checkpoint_every=cfg.checkpoint_every,
+        stop_after=stop_after,
+        postfix=("reward", "ex"),
+        say=log or print,
+    )
     return result.state.model(), result.history

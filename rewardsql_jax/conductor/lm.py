@@ -3,6 +3,7 @@
 Both are served through ``rewardsql_jax.sampling.generate``. Batches are padded to a power of two
 (repeating the first row) so the sampler compiles a handful of shapes instead of one per batch size.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,8 +21,18 @@ def _pad_batch(rows: list) -> list:
 class ModelServer:
     """``serve(list of token-id prompts) -> list of (new ids without the stop token, logprobs, stopped)``."""
 
-    def __init__(self, model, *, stop_ids, pad_id: int, max_new_tokens: int, temperature: float = 0.0,
-                 top_p: float = 1.0, seed: int = 0, max_len: int | None = None):
+    def __init__(
+        self,
+        model,
+        *,
+        stop_ids,
+        pad_id: int,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        max_len: int | None = None,
+    ):
         self.model, self.stop_ids, self.pad_id = model, tuple(stop_ids), pad_id
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.max_len = max_len or model.config.max_position_embeddings
@@ -30,9 +41,16 @@ class ModelServer:
     def serve(self, prompts: list) -> list:
         limit = self.max_len - self.max_new_tokens
         prompts = [list(p)[-limit:] for p in prompts]  # keep the most recent context if too long
-        res = generate(self.model, _pad_batch(prompts), max_new_tokens=self.max_new_tokens,
-                       temperature=self.temperature, top_p=self.top_p, eos_token_id=list(self.stop_ids),
-                       seed=next(self._seeds), pad_id=self.pad_id)
+        res = generate(
+            self.model,
+            _pad_batch(prompts),
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            eos_token_id=list(self.stop_ids),
+            seed=next(self._seeds),
+            pad_id=self.pad_id,
+        )
         out = []
         for i in range(len(prompts)):
             toks, lps = list(res.tokens[i]), list(res.logprobs[i])
@@ -42,11 +60,19 @@ class ModelServer:
 
 def action_handler(server: ModelServer, tokenizer):
     """Handler for ``CallBatcher``: action prompts (text) -> ``Completion``s (EOS stripped)."""
+
     def handle(prompts: list) -> list:
         encoded = [tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
         outs = server.serve(encoded)
-        return [Completion(tokenizer.decode([t for t in toks if t not in server.stop_ids], skip_special_tokens=True),
-                           len(ids), len(toks)) for ids, (toks, _, _) in zip(encoded, outs)]
+        return [
+            Completion(
+                tokenizer.decode([t for t in toks if t not in server.stop_ids], skip_special_tokens=True),
+                len(ids),
+                len(toks),
+            )
+            for ids, (toks, _, _) in zip(encoded, outs)
+        ]
+
     return handle
 
 

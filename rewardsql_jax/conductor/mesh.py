@@ -4,6 +4,7 @@ The models are small: each process trains its own copy on a mesh of its own devi
 a multi-process launch computes the same run on every process, as the pipeline's ``run.py`` expects. ``mesh`` is
 the pipeline's ``MeshConfig``; all axes 1 (the conductor's default) or a single device means no mesh.
 """
+
 from __future__ import annotations
 
 import jax
@@ -25,8 +26,13 @@ def check_batches(cfg, mesh) -> None:
     if mesh is None:
         return
     shards, m = mesh.shape["data"] * mesh.shape["fsdp"], cfg.mesh.micro_batches
-    for key, rows in (("action.batch_size", cfg.action.batch_size), ("policy.batch_size", cfg.policy.batch_size),
-                      ("rl.group_size", cfg.rl.group_size)):
+    for key, rows in (
+        ("action.batch_size", cfg.action.batch_size),
+        ("policy.batch_size", cfg.policy.batch_size),
+        ("rl.group_size", cfg.rl.group_size),
+    ):
         if (rows // m) % shards:
-            raise ValueError(f"{key}={rows} / mesh.micro_batches={m} = {rows // m} rows per micro-batch do not "
-                             f"split over the mesh's data x fsdp = {shards} devices; make it a multiple of {shards}")
+            raise ValueError(
+                f"{key}={rows} / mesh.micro_batches={m} = {rows // m} rows per micro-batch do not "
+                f"split over the mesh's data x fsdp = {shards} devices; make it a multiple of {shards}"
+            )

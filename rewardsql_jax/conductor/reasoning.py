@@ -7,6 +7,7 @@ action model of slot ``"reasoning"`` when the user gave one (``actions.model_pat
 falls back to the template when there is none or its answer is empty. ``CachedReasoner`` wraps any writer
 with a JSON cache keyed by question, prior workflow and action, so augmentation runs once per decision.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,22 +26,33 @@ def template_reasoning(state: State, action: str) -> str:
     if action == "link_schema":
         return "Narrow the schema to the tables the question needs."
     if action == "retrieve_values":
-        return ("The result is empty; a value may be stored differently, so look up stored values." if empty
-                else "The question names values; look up how they are stored.")
+        return (
+            "The result is empty; a value may be stored differently, so look up stored values."
+            if empty
+            else "The question names values; look up how they are stored."
+        )
     if action == "generate_sql":
         if cur is None:
             return "Write a first SQL query" + (" with the retrieved values." if state.values else ".")
         return "Generate a new query" + (" using the retrieved values." if state.values else ".")
     if action == "refine_sql":
-        return ("The SQL failed; fix it from the error." if failed else
-                "The result is empty; fix the query." if empty else "Check the query against the question and refine it.")
+        return (
+            "The SQL failed; fix it from the error."
+            if failed
+            else "The result is empty; fix the query."
+            if empty
+            else "Check the query against the question and refine it."
+        )
     if action == "build_sql_steps":
         return "The question is complex; build the query step by step."
     if action == "select_candidate":
         return "Several candidates exist; keep the one most results agree on."
     if action == "terminate":
-        return ("The query runs and returns rows; return it." if cur is not None and cur.ok and cur.n_rows
-                else "Stop with the best query so far.")
+        return (
+            "The query runs and returns rows; return it."
+            if cur is not None and cur.ok and cur.n_rows
+            else "Stop with the best query so far."
+        )
     return f"Call {action}."
 
 
@@ -63,8 +75,14 @@ class CachedReasoner:
         self.cache = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
 
     def __call__(self, state: State, action: str) -> str:
-        key = json.dumps([state.question, list(state.workflow), action,
-                          state.current_candidate.feedback() if state.current_candidate else ""])
+        key = json.dumps(
+            [
+                state.question,
+                list(state.workflow),
+                action,
+                state.current_candidate.feedback() if state.current_candidate else "",
+            ]
+        )
         with self._lock:
             if key in self.cache:
                 return self.cache[key]

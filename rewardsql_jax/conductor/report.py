@@ -1,4 +1,5 @@
 """The printed EX table and the workflow-length figure (SQLConductor Table 4 / Figure 7 analogues)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,12 @@ def _diff_key(d: str):
     return (_ORDER.get(d, 3), d)
 
 
-METHOD_LABELS = {"fixed_workflow": "fixed workflow", "untrained_policy": "untrained policy",
-                 "sft_policy": "SFT policy", "sft_rl_policy": "SFT+RL policy"}
+METHOD_LABELS = {
+    "fixed_workflow": "fixed workflow",
+    "untrained_policy": "untrained policy",
+    "sft_policy": "SFT policy",
+    "sft_rl_policy": "SFT+RL policy",
+}
 
 
 def summary_lines(results: dict) -> list:
@@ -20,16 +25,24 @@ def summary_lines(results: dict) -> list:
     if not methods:
         return ["SQLConductor: no evaluation results"]
     diffs = sorted({d for m in methods for d in results["evaluations"][m]["ex_by_difficulty"]}, key=_diff_key)
-    head = f"{'method':<18} {'EX':>6} " + " ".join(f"{d[:5]:>6}" for d in diffs) + \
-        f" {'exec':>6} {'calls':>6} {'pol.tok':>8} {'act.tok':>8}"
-    lines = [f"SQLConductor on {results.get('benchmark', 'the built-in benchmark')} "
-             f"({results['evaluations'][methods[0]]['questions']} test questions)", head]
+    head = (
+        f"{'method':<18} {'EX':>6} "
+        + " ".join(f"{d[:5]:>6}" for d in diffs)
+        + f" {'exec':>6} {'calls':>6} {'pol.tok':>8} {'act.tok':>8}"
+    )
+    lines = [
+        f"SQLConductor on {results.get('benchmark', 'the built-in benchmark')} "
+        f"({results['evaluations'][methods[0]]['questions']} test questions)",
+        head,
+    ]
     for m in methods:
         s = results["evaluations"][m]
-        lines.append(f"{METHOD_LABELS[m]:<18} {100 * s['ex']:6.1f} "
-                     + " ".join(f"{100 * s['ex_by_difficulty'].get(d, 0.0):6.1f}" for d in diffs)
-                     + f" {100 * s['executable']:6.1f} {s['mean_action_calls']:6.2f} {s['mean_policy_tokens']:8.1f}"
-                       f" {s['mean_action_tokens']:8.1f}")
+        lines.append(
+            f"{METHOD_LABELS[m]:<18} {100 * s['ex']:6.1f} "
+            + " ".join(f"{100 * s['ex_by_difficulty'].get(d, 0.0):6.1f}" for d in diffs)
+            + f" {100 * s['executable']:6.1f} {s['mean_action_calls']:6.2f} {s['mean_policy_tokens']:8.1f}"
+            f" {s['mean_action_tokens']:8.1f}"
+        )
     lines += evidence_lines(results)
     if results.get("figure"):
         lines.append(f"workflow lengths by difficulty: {results['figure']}")
@@ -49,20 +62,28 @@ def evidence_lines(results: dict) -> list:
     lines = ["", f"{'method':<18} {'EX %':>6} {'95% CI':>14} {'calls/q':>8} {'95% CI':>14}"]
     for m in [m for m in METHOD_LABELS if m in methods]:
         e = methods[m]
-        lines.append(f"{METHOD_LABELS[m]:<18} {e['ex']:6.1f} {_ci(e['ci95'], '.1f'):>14} {e['calls']:8.2f} "
-                     f"{_ci(e['calls_ci95'], '.2f'):>14}")
+        lines.append(
+            f"{METHOD_LABELS[m]:<18} {e['ex']:6.1f} {_ci(e['ci95'], '.1f'):>14} {e['calls']:8.2f} "
+            f"{_ci(e['calls_ci95'], '.2f'):>14}"
+        )
     if comps:
-        lines += ["", "paired differences on the same questions (EX in points, calls per question; 95% CI):",
-                  f"{'method - baseline':<36} {'dEX':>6} {'95% CI':>14} {'dcalls':>7} {'95% CI':>14}"]
+        lines += [
+            "",
+            "paired differences on the same questions (EX in points, calls per question; 95% CI):",
+            f"{'method - baseline':<36} {'dEX':>6} {'95% CI':>14} {'dcalls':>7} {'95% CI':>14}",
+        ]
         for c in comps:
             name = f"{METHOD_LABELS.get(c['method'], c['method'])} - {METHOD_LABELS.get(c['baseline'], c['baseline'])}"
-            lines.append(f"{name:<36} {c['delta']:+6.1f} {_ci(c['ci95'], '+.1f'):>14} {c['calls_delta']:+7.2f} "
-                         f"{_ci(c['calls_ci95'], '+.2f'):>14}")
+            lines.append(
+                f"{name:<36} {c['delta']:+6.1f} {_ci(c['ci95'], '+.1f'):>14} {c['calls_delta']:+7.2f} "
+                f"{_ci(c['calls_ci95'], '+.2f'):>14}"
+            )
     return lines
 
 
-def plot_workflow_lengths(evaluations: dict, path: str | Path,
-                          methods=("untrained_policy", "sft_policy", "sft_rl_policy")) -> Path | None:
+def plot_workflow_lengths(
+    evaluations: dict, path: str | Path, methods=("untrained_policy", "sft_policy", "sft_rl_policy")
+) -> Path | None:
     """Bar chart of the action-call distribution per difficulty (+ All), one bar group per policy (Figure 7)."""
     import matplotlib
 
@@ -90,8 +111,12 @@ def plot_workflow_lengths(evaluations: dict, path: str | Path,
         width = 0.8 / len(methods)
         for i, m in enumerate(methods):
             total = max(sum(hists[m].values()), 1)
-            ax.bar([x + i * width for x in range(len(lengths))], [hists[m].get(k, 0) / total for k in lengths],
-                   width=width, label=METHOD_LABELS[m])
+            ax.bar(
+                [x + i * width for x in range(len(lengths))],
+                [hists[m].get(k, 0) / total for k in lengths],
+                width=width,
+                label=METHOD_LABELS[m],
+            )
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(lengths))], [str(k) for k in lengths])
         ax.set_title(d.capitalize())
         ax.set_xlabel("action calls")

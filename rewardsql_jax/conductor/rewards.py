@@ -6,6 +6,7 @@ R_out(y)  = 0 if y does not execute, else ExecF1(y, y*) + bonus * 1[Exec(y) == E
             exact = BIRD set rule (``sql.results_match``).
 R(y)      = lambda * R_exec + (1 - lambda) * R_out.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,6 +46,7 @@ def score(pred: ExecResult | None, gold: ExecResult, cfg: RewardConfig = RewardC
     return RewardBreakdown(cfg.lam * 1.0 + (1 - cfg.lam) * outcome, True, f1, exact)
 
 
-def score_sql(db_path, sql: str | None, gold: ExecResult, cfg: RewardConfig = RewardConfig(),
-              timeout_s: float = 10.0) -> RewardBreakdown:
+def score_sql(
+    db_path, sql: str | None, gold: ExecResult, cfg: RewardConfig = RewardConfig(), timeout_s: float = 10.0
+) -> RewardBreakdown:
     return score(None if not sql else execute(db_path, sql, timeout_s=timeout_s), gold, cfg)

@@ -5,6 +5,7 @@ exactly the tokens the policy saw and produced, with the sampler's log-probs (Se
 through a ``CallBatcher`` ``call(kind, payload)``: kind "policy" takes context ids, kind "action" takes an
 action prompt.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,9 @@ def bind(state: State, call) -> State:
     return dataclasses.replace(state, env=env)
 
 
-def policy_episode(state: State, call, tokenizer, *, max_steps: int, max_len: int, max_new_tokens: int,
-                   bind_actions: bool = True) -> Rollout:
+def policy_episode(
+    state: State, call, tokenizer, *, max_steps: int, max_len: int, max_new_tokens: int, bind_actions: bool = True
+) -> Rollout:
     """Run the policy until ``terminate``, ``max_steps`` calls, or the context limit (Algorithm 3).
 
     ``bind_actions=False`` keeps the state's own ``env.complete`` (e.g. a scripted action model).

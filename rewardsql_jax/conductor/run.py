@@ -6,6 +6,7 @@ benchmark (SQLConductor Figure 2; the steps are in ``pipeline.py``); ``print_sum
 (``report.summary_lines``). A rerun of a killed run resumes its trainers from their checkpoints in
 ``run_dir/checkpoints/``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,7 +24,9 @@ from .report import summary_lines
 def run_conductor(config: ConductorRunConfig, *, log=tqdm.write) -> dict:
     """Run the whole SQLConductor method for ``config``; returns the results dict (also in run_dir/results.json)."""
     if not isinstance(config, ConductorRunConfig):
-        raise ValueError(f"run_conductor needs a ConductorRunConfig (configs/conductor_*.py), got {type(config).__name__}")
+        raise ValueError(
+            f"run_conductor needs a ConductorRunConfig (configs/conductor_*.py), got {type(config).__name__}"
+        )
     if is_primary():
         results = run_pipeline(config, log=log)
     else:

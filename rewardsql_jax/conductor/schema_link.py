@@ -7,6 +7,7 @@ table is kept when its name or one of its columns shares a (crudely stemmed) wor
 or with a retrieved value's column, and tables on foreign-key paths between kept tables are added so
 joins stay possible. The linked schema keeps every column of a kept table (keys included).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,8 +41,7 @@ def schema_text(info: SchemaInfo, keep=None) -> str:
     """``table(col, col, ...)`` one per line, then ``fk: t1.c=t2.c`` lines among the kept tables."""
     keep = None if keep is None else set(keep)
     lines = [f"{t}({', '.join(cols)})" for t, cols in info.tables if keep is None or t in keep]
-    lines += [f"fk: {a}.{b}={c}.{d}" for a, b, c, d in info.foreign_keys
-              if keep is None or (a in keep and c in keep)]
+    lines += [f"fk: {a}.{b}={c}.{d}" for a, b, c, d in info.foreign_keys if keep is None or (a in keep and c in keep)]
     return "\n".join(lines)
 
 
@@ -60,8 +60,11 @@ def _words(text: str) -> set:
 def link_tables(info: SchemaInfo, question: str, value_tables=()) -> tuple:
     """Tables mentioned by the question (name or column words) or by retrieved values, closed over FK paths."""
     q = _words(question)
-    kept = {t for t, cols in info.tables
-            if _words(t.replace("_", " ")) & q or any(_words(c.replace("_", " ")) - {"id"} & q for c in cols)}
+    kept = {
+        t
+        for t, cols in info.tables
+        if _words(t.replace("_", " ")) & q or any(_words(c.replace("_", " ")) - {"id"} & q for c in cols)
+    }
     kept |= set(value_tables)
     if not kept:
         return tuple(t for t, _ in info.tables)

@@ -8,6 +8,7 @@ which costs one SQL execution instead of further LLM calls; the value is the exe
 (its path, closed by ``terminate``), labelled successful when its SQL matches the gold result.
 Successful patterns are then re-executed to estimate their stability (curation, Algorithm 2).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,8 +22,15 @@ from .episode import finish, run_action, run_workflow
 from .rewards import RewardConfig, score_sql
 from .state import State
 
-SEARCH_ACTIONS = ("link_schema", "retrieve_values", "generate_sql", "refine_sql", "build_sql_steps",
-                  "select_candidate", TERMINATE)
+SEARCH_ACTIONS = (
+    "link_schema",
+    "retrieve_values",
+    "generate_sql",
+    "refine_sql",
+    "build_sql_steps",
+    "select_candidate",
+    TERMINATE,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +72,9 @@ def legal_actions(state: State, max_depth: int) -> list:
         return []
     out = []
     for a in SEARCH_ACTIONS:
-        if (a == "link_schema" and state.linked_schema is not None) or (a == "retrieve_values" and state.values is not None):
+        if (a == "link_schema" and state.linked_schema is not None) or (
+            a == "retrieve_values" and state.values is not None
+        ):
             continue
         if a in ("refine_sql", TERMINATE) and state.current_candidate is None:
             continue
@@ -93,8 +103,14 @@ def explored_workflows(root) -> dict:
     return found
 
 
-def explore_question(question_id: int, state0: State, gold_sql: str, cfg: ExploreConfig,
-                     reward_cfg: RewardConfig = RewardConfig(), reasoner=None) -> QuestionSearch:
+def explore_question(
+    question_id: int,
+    state0: State,
+    gold_sql: str,
+    cfg: ExploreConfig,
+    reward_cfg: RewardConfig = RewardConfig(),
+    reasoner=None,
+) -> QuestionSearch:
     """Algorithm 1 then the stability half of Algorithm 2 for one question (``state0`` bound to an env)."""
     gold = execute(state0.db_path, gold_sql)
     memo = {}
@@ -109,14 +125,20 @@ def explore_question(question_id: int, state0: State, gold_sql: str, cfg: Explor
         transition=lambda s, a: run_action(s, a),
         reward=lambda s: judge(finish(s).final_sql).reward,
         is_terminal=lambda s: s.done or len(s.steps) >= cfg.max_depth,
-        rollout=lambda s, rng: judge(finish(s).final_sql).reward)
-    mcts = MCTSConfig(num_simulations=cfg.num_simulations, c=cfg.c, selection=cfg.selection,
-                      max_depth=cfg.max_depth, seed=cfg.seed + question_id)
+        rollout=lambda s, rng: judge(finish(s).final_sql).reward,
+    )
+    mcts = MCTSConfig(
+        num_simulations=cfg.num_simulations,
+        c=cfg.c,
+        selection=cfg.selection,
+        max_depth=cfg.max_depth,
+        seed=cfg.seed + question_id,
+    )
     result = mcts_search(state0, problem, mcts)
     found = explored_workflows(result.root)
     winners = sorted((wf for wf, sql in found.items() if judge(sql).exact), key=lambda w: (len(w), w))
     scores, reps = {}, {}
-    for wf in winners[:cfg.max_patterns]:
+    for wf in winners[: cfg.max_patterns]:
         outcomes = []
         for _ in range(cfg.reexecutions):
             st = run_workflow(state0, wf, reasoner=reasoner)

@@ -5,6 +5,7 @@ schema, retrieved values, SQL candidates with their execution feedback) and the 
 (reasoning, call, observation). ``apply_observation`` is Eq. (3): s_t = Update(s_{t-1}, a_t, o_t).
 The ``env`` handle (action model, caches, executor) rides along but is not part of equality.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -3,6 +3,7 @@
 The six tags of ``format.TAGS`` are added as single (non-special) tokens, so ``</call>`` is one id the
 sampler can stop on and the tag-aware mask has exact boundaries.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -5,6 +5,7 @@ policy-written tokens (``<results>`` and prompt masked, the "result-masked loss"
 times the workflow's power-normalised weight w_tau, i.e. ``losses.sft(reduction="sequence_mean",
 weights=w)`` in the shared jitted train step.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,10 +45,27 @@ def encode_sft(tokenizer, prompt: str, target: str) -> SFTSample:
     return SFTSample(tuple(p + t), tuple([0] * len(p) + [1] * len(t)))
 
 
-def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id: int, seed: int = 0,
-              reduction: str = "token_mean", warmup_steps: int = 10, max_len: int | None = None, log=None,
-              on_log=None, desc: str = "sft", checkpoint_dir=None, checkpoint_every: int = 0, stop_after: int = 0,
-              mesh=None, micro_batches: int = 1):
+def train_sft(
+    model,
+    samples,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    pad_id: int,
+    seed: int = 0,
+    reduction: str = "token_mean",
+    warmup_steps: int = 10,
+    max_len: int | None = None,
+    log=None,
+    on_log=None,
+    desc: str = "sft",
+    checkpoint_dir=None,
+    checkpoint_every: int = 0,
+    stop_after: int = 0,
+    mesh=None,
+    micro_batches: int = 1,
+):
     """Train ``model`` on ``samples``; returns (trained model, [(step, loss)]). Over-long samples are dropped.
 
     One ``training.fit`` run: step i trains on batch i of ``batch_indices(seed)``, so with ``checkpoint_dir`` a
@@ -60,8 +78,14 @@ def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id:
         samples = [s for s in samples if len(s.ids) <= max_len]
     if not samples:
         raise ValueError("no SFT samples fit the model's max_len; raise it or shorten the prompts")
-    opt = OptimizerConfig(learning_rate=lr, max_grad_norm=1.0, schedule="cosine",
-                          warmup_steps=min(warmup_steps, steps - 1), total_steps=max(steps, 2), min_lr_ratio=0.1)
+    opt = OptimizerConfig(
+        learning_rate=lr,
+        max_grad_norm=1.0,
+        schedule="cosine",
+        warmup_steps=min(warmup_steps, steps - 1),
+        total_steps=max(steps, 2),
+        min_lr_ratio=0.1,
+    )
     if mesh is not None:
         model = shard_model(model, mesh)
     state = create_train_state(model, make_optimizer(opt), seed=seed)
@@ -71,10 +95,12 @@ def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id:
 
     def step(state, i):
         chunk = [samples[j] for j in batches[i]]
-        batch = SFTBatch(input_ids=pad_rows([s.ids for s in chunk], length, pad_id),
-                         attention_mask=pad_rows([[1] * len(s.ids) for s in chunk], length, 0),
-                         loss_mask=pad_rows([s.mask for s in chunk], length, 0),
-                         weights=np.asarray([s.weight for s in chunk], np.float32))
+        batch = SFTBatch(
+            input_ids=pad_rows([s.ids for s in chunk], length, pad_id),
+            attention_mask=pad_rows([[1] * len(s.ids) for s in chunk], length, 0),
+            loss_mask=pad_rows([s.mask for s in chunk], length, 0),
+            weights=np.asarray([s.weight for s in chunk], np.float32),
+        )
         state, metrics = step_fn(state, batch)
         return state, {"loss": metrics["loss"], "grad_norm": metrics["grad_norm"]}  # fetched on logged steps
 
@@ -87,6 +113,16 @@ def train_sft(model, samples, *, steps: int, batch_size: int, lr: float, pad_id:
             log(f"  {desc} step {record['step']}: loss {record['loss']:.4f}")
 
     checkpoints = None if checkpoint_dir is None else StepCheckpoints(checkpoint_dir, name=desc)
-    result = fit(state, step, steps=steps, desc=desc, log=report, checkpoints=checkpoints, log_every=10,
-                 checkpoint_every=checkpoint_every, stop_after=stop_after, say=log or print)
+    result = fit(
+        state,
+        step,
+        steps=steps,
+        desc=desc,
+        log=report,
+        checkpoints=checkpoints,
+        log_every=10,
+        checkpoint_every=checkpoint_every,
+        stop_after=stop_after,
+        say=log or print,
+    )
     return result.state.model(), [(r["step"], r["loss"]) for r in result.history]

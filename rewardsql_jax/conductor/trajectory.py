@@ -7,6 +7,7 @@ A trajectory is a list of segments: the policy prompt (question), then for each 
 separately and concatenated, the same way the online loop builds its context, so training and inference
 see identical token sequences.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -10,6 +10,7 @@ candidate phrases (word n-grams, n = 1..3); each phrase is matched against the s
 So a misspelt surface form finds the stored one: "Brasil" retrieves 'Brazil' (the paper's Figure 9
 example, BIRD-Dev QID 405). The index is pure Python and built once per database file.
 """
+
 from __future__ import annotations
 
 import collections
@@ -46,7 +47,7 @@ class ValueIndex:
 def trigrams(text: str) -> frozenset:
     """Character trigrams of ``' ' + lower(text) + ' '`` (padding lets short words share boundary grams)."""
     t = f" {text.lower().strip()} "
-    return frozenset(t[i:i + 3] for i in range(len(t) - 2))
+    return frozenset(t[i : i + 3] for i in range(len(t) - 2))
 
 
 def edit_similarity(a: str, b: str) -> float:
@@ -103,7 +104,7 @@ def question_phrases(question: str, max_n: int = 3) -> list[str]:
     """Word n-grams of the question (n = 1..max_n), quotes stripped; the candidate surface forms."""
     words = [w.strip("'") for w in _WORD.findall(question)]
     words = [w for w in words if w]
-    return [" ".join(words[i:i + n]) for n in range(1, max_n + 1) for i in range(len(words) - n + 1)]
+    return [" ".join(words[i : i + n]) for n in range(1, max_n + 1) for i in range(len(words) - n + 1)]
 
 
 def _similarity(phrase: str, value: str) -> float:
@@ -114,8 +115,15 @@ def _similarity(phrase: str, value: str) -> float:
     return best
 
 
-def retrieve_values(index: ValueIndex, question: str, *, top_k: int = 5, min_score: float = 0.75,
-                    min_phrase_chars: int = 3, candidate_jaccard: float = 0.2) -> tuple[ValueHit, ...]:
+def retrieve_values(
+    index: ValueIndex,
+    question: str,
+    *,
+    top_k: int = 5,
+    min_score: float = 0.75,
+    min_phrase_chars: int = 3,
+    candidate_jaccard: float = 0.2,
+) -> tuple[ValueHit, ...]:
     """Stored values that match question phrases exactly or fuzzily, best first, one hit per value.
 
     Candidates share trigrams with the phrase (Jaccard >= ``candidate_jaccard``); a candidate is kept
@@ -129,7 +137,10 @@ def retrieve_values(index: ValueIndex, question: str, *, top_k: int = 5, min_sco
         counts = collections.Counter(i for g in grams for i in index.trigrams.get(g, ()))
         for i, shared in counts.items():
             table, column, value = index.entries[i]
-            if shared / len(grams | trigrams(value)) < candidate_jaccard and phrase.lower() not in value.lower().split():
+            if (
+                shared / len(grams | trigrams(value)) < candidate_jaccard
+                and phrase.lower() not in value.lower().split()
+            ):
                 continue
             score = _similarity(phrase, value)
             if score >= min_score and score > best.get(i, (0.0, ""))[0]:

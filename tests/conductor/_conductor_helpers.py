@@ -1,4 +1,5 @@
 """Scripted action model for conductor tests (no model weights)."""
+
 from rewardsql_jax.conductor.env import Completion, Env
 
 
@@ -15,4 +16,5 @@ def scripted_env(answers):
         seq = state[task]
         sql = seq.pop(0) if len(seq) > 1 else seq[0]
         return Completion(sql, len(prompt.split()), len(sql.split()))
+
     return Env(complete=complete)

@@ -20,6 +20,7 @@ def test_calls_of_live_threads_are_served_in_one_batch_per_kind():
             for s in range(steps):
                 out.append(call("double" if (i + s) % 2 else "neg", 10 * i + s))
             return out
+
         return run
 
     results = CallBatcher({"double": double, "neg": neg}).run([job(i, 3 if i < 3 else 1) for i in range(4)])
@@ -34,5 +35,6 @@ def test_errors_propagate_and_unknown_kinds_are_named():
 
     def boom(payloads):
         raise RuntimeError("model exploded")
+
     with pytest.raises(RuntimeError, match="model exploded"):
         CallBatcher({"a": boom}).run([lambda call: call("a", 1), lambda call: call("a", 2)])

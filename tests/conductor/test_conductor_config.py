@@ -32,9 +32,17 @@ def test_the_default_evaluates_on_at_least_200_questions(tmp_path, eval_on):
     from rewardsql_jax.data.builtin import make_builtin_benchmark
 
     d = load_config("configs/conductor_default.py").data
-    train, test = make_builtin_benchmark(tmp_path, seed=0, n_train_dbs=d.n_train_dbs, n_test_dbs=d.n_test_dbs,
-                                         questions_per_db=d.questions_per_db)
-    tr, ev = evaluation_split(train.examples, test.examples, eval_on=eval_on, heldout_every=d.heldout_every,
-                              max_eval_questions=d.max_eval_questions, value_typo_rate=d.value_typo_rate, seed=0)
+    train, test = make_builtin_benchmark(
+        tmp_path, seed=0, n_train_dbs=d.n_train_dbs, n_test_dbs=d.n_test_dbs, questions_per_db=d.questions_per_db
+    )
+    tr, ev = evaluation_split(
+        train.examples,
+        test.examples,
+        eval_on=eval_on,
+        heldout_every=d.heldout_every,
+        max_eval_questions=d.max_eval_questions,
+        value_typo_rate=d.value_typo_rate,
+        seed=0,
+    )
     assert len(ev) >= 200 and 100 / len(ev) <= 0.5 and len({e.question_id for e in ev}) == len(ev)
     assert len(tr) >= 480  # no fewer training questions than before the evaluation set grew

@@ -1,4 +1,5 @@
 """End-to-end SQLConductor run at CI size (configs/conductor_smoke.py): every stage runs and reports."""
+
 import dataclasses
 import json
 from pathlib import Path
@@ -35,8 +36,11 @@ def test_conductor_smoke_pipeline(tmp_path):
         assert e["ex"] == pytest.approx(100 * ev[m]["ex"]) and e["ci95"][0] <= e["ex"] <= e["ci95"][1]
         assert e["calls"] == pytest.approx(ev[m]["mean_action_calls"])
     assert {(c["method"], c["baseline"]) for c in saved["comparisons"]} == {
-        (m, b) for b in ("fixed_workflow", "sft_policy") for m in ("untrained_policy", "sft_policy", "sft_rl_policy")
-        if m != b}
+        (m, b)
+        for b in ("fixed_workflow", "sft_policy")
+        for m in ("untrained_policy", "sft_policy", "sft_rl_policy")
+        if m != b
+    }
     assert (run / "action_model" / "config.json").exists() and (run / "policy_sft_rl" / "config.json").exists()
     assert list((run / "tensorboard" / "action_sft").glob("events.out.tfevents.*"))
     episodes = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]

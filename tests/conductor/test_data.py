@@ -20,9 +20,11 @@ def test_misspell_changes_word():
 
 
 def test_typos_touch_only_quoted_values_and_keep_gold():
-    exs = [_ex(0, "List singers whose country is Brazil.", "SELECT name FROM singer WHERE country = 'Brazil'"),
-           _ex(1, "How many singers?", "SELECT COUNT(*) FROM singer"),
-           _ex(2, "Names starting with 'Ab'?", "SELECT name FROM t WHERE name LIKE 'Ab%'")]
+    exs = [
+        _ex(0, "List singers whose country is Brazil.", "SELECT name FROM singer WHERE country = 'Brazil'"),
+        _ex(1, "How many singers?", "SELECT COUNT(*) FROM singer"),
+        _ex(2, "Names starting with 'Ab'?", "SELECT name FROM t WHERE name LIKE 'Ab%'"),
+    ]
     out = add_value_typos(exs, rate=1.0, seed=3)
     assert "Brazil" not in out[0].question and out[0].gold_sql == exs[0].gold_sql
     assert out[1] == exs[1] and out[2] == exs[2]
@@ -32,9 +34,22 @@ def test_typos_touch_only_quoted_values_and_keep_gold():
 
 def test_heldout_split_per_database():
     from rewardsql_jax.conductor.data import heldout_split
+
     exs = [_ex(i, f"q{i}", "SELECT 1") for i in range(10)]
-    exs = [e if e.question_id < 6 else Example(question_id=e.question_id, db_id="e", question=e.question, evidence="",
-                                               gold_sql=e.gold_sql, difficulty="simple", db_path="y") for e in exs]
+    exs = [
+        e
+        if e.question_id < 6
+        else Example(
+            question_id=e.question_id,
+            db_id="e",
+            question=e.question,
+            evidence="",
+            gold_sql=e.gold_sql,
+            difficulty="simple",
+            db_path="y",
+        )
+        for e in exs
+    ]
     train, held = heldout_split(exs, 3)
     assert [e.question_id for e in held] == [2, 5, 8]  # every 3rd question of each database
     assert len(train) + len(held) == 10 and not {e.question_id for e in train} & {e.question_id for e in held}
@@ -49,7 +64,9 @@ def test_evaluation_split_heldout_questions_or_unseen_test_databases(tmp_path):
     assert not {e.question_id for e in ev} & {e.question_id for e in tr}
     tr, ev = evaluation_split(train.examples, test.examples, eval_on="test_dbs", **opts)
     assert len(tr) == 16 and len(ev) == 16  # every training question trains; every test question evaluates
-    assert {e.db_id for e in ev} == {e.db_id for e in test.examples} and not {e.db_id for e in ev} & {e.db_id for e in tr}
+    assert {e.db_id for e in ev} == {e.db_id for e in test.examples} and not {e.db_id for e in ev} & {
+        e.db_id for e in tr
+    }
     _, few = evaluation_split(train.examples, test.examples, eval_on="test_dbs", **{**opts, "max_eval_questions": 6})
     assert len(few) == 6 and {e.db_id for e in few} == {e.db_id for e in test.examples}  # evenly spaced
     with pytest.raises(ValueError, match="data.eval_on='dev'; choose one of heldout_questions, test_dbs"):

@@ -15,8 +15,15 @@ def _state(db, env):
 
 
 def test_seven_actions_registered():
-    assert set(action_names()) >= {"link_schema", "retrieve_values", "generate_sql", "refine_sql",
-                                   "build_sql_steps", "select_candidate", "terminate"}
+    assert set(action_names()) >= {
+        "link_schema",
+        "retrieve_values",
+        "generate_sql",
+        "refine_sql",
+        "build_sql_steps",
+        "select_candidate",
+        "terminate",
+    }
 
 
 def test_value_grounded_regeneration_fixes_the_query(music_db):
@@ -30,11 +37,16 @@ def test_value_grounded_regeneration_fixes_the_query(music_db):
 
 
 def test_refine_sees_error_feedback_and_selection_votes(music_db):
-    env = scripted_env({"generate": ["SELECT nme FROM singer", "SELECT name FROM singer WHERE age > 28",
-                                      "SELECT name FROM singer"],
-                        "refine": "SELECT name FROM singer WHERE age > 28"})
-    s = run_workflow(_state(music_db, env), ["generate_sql", "refine_sql", "generate_sql", "generate_sql",
-                                             "select_candidate", "terminate"])
+    env = scripted_env(
+        {
+            "generate": ["SELECT nme FROM singer", "SELECT name FROM singer WHERE age > 28", "SELECT name FROM singer"],
+            "refine": "SELECT name FROM singer WHERE age > 28",
+        }
+    )
+    s = run_workflow(
+        _state(music_db, env),
+        ["generate_sql", "refine_sql", "generate_sql", "generate_sql", "select_candidate", "terminate"],
+    )
     assert s.steps[0].observation.splitlines()[1].startswith("error: no such column: nme")
     assert s.candidates[1].ok and s.candidates[1].n_rows == 2
     assert "2 of 3 executable candidates agree" in s.steps[4].observation
@@ -67,6 +79,7 @@ def test_register_one_callable_adds_an_action(music_db):
     @register_action("count_tables")
     def count_tables(state, **_):
         return Observation(f"{len(state.env.schema(state.db_path).tables)} tables")
+
     try:
         s = take_step(_state(music_db, scripted_env({"generate": RIGHT})), "<call>count_tables()</call>")
         assert s.steps[-1].observation == "2 tables" and s.workflow == ("count_tables",)

@@ -1,6 +1,7 @@
 """The evidence of a SQLConductor table: EX and calls per question with 95% bootstrap intervals per method, paired
 differences of every policy against the fixed workflow and the SFT policy (``results.json`` methods /
 comparisons, the Reward-SQL evaluate stage's shape) and the printed table."""
+
 import numpy as np
 import pytest
 
@@ -11,18 +12,22 @@ from rewardsql_jax.stats import paired_difference
 
 def _records(exact, calls, qids=None):
     qids = range(len(exact)) if qids is None else qids
-    return [EpisodeRecord(q, "simple", ("generate_sql", "terminate"), int(c), 0, 0, "SELECT 1", True, bool(e),
-                          float(e)) for q, e, c in zip(qids, exact, calls)]
+    return [
+        EpisodeRecord(q, "simple", ("generate_sql", "terminate"), int(c), 0, 0, "SELECT 1", True, bool(e), float(e))
+        for q, e, c in zip(qids, exact, calls)
+    ]
 
 
 def _evaluations(n=200, seed=0):
     rng = np.random.default_rng(seed)
     base = rng.random(n) < 0.3
     better = base | (rng.random(n) < 0.2)  # the same questions right, and some more
-    return {"fixed_workflow": _records(base, [3] * n),
-            "untrained_policy": _records(np.zeros(n, bool), [6] * n),
-            "sft_policy": _records(base, rng.integers(1, 4, n)),
-            "sft_rl_policy": _records(better, rng.integers(2, 4, n))}
+    return {
+        "fixed_workflow": _records(base, [3] * n),
+        "untrained_policy": _records(np.zeros(n, bool), [6] * n),
+        "sft_policy": _records(base, rng.integers(1, 4, n)),
+        "sft_rl_policy": _records(better, rng.integers(2, 4, n)),
+    }
 
 
 def test_methods_and_paired_comparisons_in_the_evaluate_stage_shape():
@@ -59,14 +64,25 @@ def test_methods_on_other_questions_are_refused():
 def test_the_summary_prints_intervals_and_differences():
     records = _evaluations()
     ev = evidence(records)
-    summaries = {m: {"questions": 200, "ex": ev["methods"][m]["ex"] / 100, "ex_by_difficulty": {"simple": 0.1},
-                     "executable": 1.0, "mean_action_calls": ev["methods"][m]["calls"], "mean_policy_tokens": 0.0,
-                     "mean_action_tokens": 0.0} for m in METHODS}
+    summaries = {
+        m: {
+            "questions": 200,
+            "ex": ev["methods"][m]["ex"] / 100,
+            "ex_by_difficulty": {"simple": 0.1},
+            "executable": 1.0,
+            "mean_action_calls": ev["methods"][m]["calls"],
+            "mean_policy_tokens": 0.0,
+            "mean_action_tokens": 0.0,
+        }
+        for m in METHODS
+    }
     lines = summary_lines({"evaluations": summaries, **ev})
     text = "\n".join(lines)
     fixed = next(line for line in lines if line.startswith("fixed workflow ") and "[" in line)
     e = ev["methods"]["fixed_workflow"]
-    assert f"{e['ex']:.1f}" in fixed and f"[{e['ci95'][0]:.1f}, {e['ci95'][1]:.1f}]" in fixed and "[3.00, 3.00]" in fixed
+    assert (
+        f"{e['ex']:.1f}" in fixed and f"[{e['ci95'][0]:.1f}, {e['ci95'][1]:.1f}]" in fixed and "[3.00, 3.00]" in fixed
+    )
     c = next(c for c in ev["comparisons"] if (c["method"], c["baseline"]) == ("sft_rl_policy", "sft_policy"))
     row = next(line for line in lines if line.startswith("SFT+RL policy - SFT policy"))
     assert f"{c['delta']:+.1f}" in row and f"[{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}]" in row

@@ -11,17 +11,20 @@ def test_parses_reasoning_call_and_keyword_literals():
     assert parse_policy_output("<call>terminate()</call>", ACTIONS).reasoning == ""
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("<reasoning>x</reasoning>", "no <call> block"),
-    ("<call>generate_sql()", "unclosed <call>"),
-    ("<call>a()</call><call>b()</call>", "several <call>"),
-    ("</call>generate_sql()<call>", "comes before"),
-    ("<call>generate_sql(</call>", "malformed call"),
-    ("<call>fly_to_moon()</call>", "unknown action 'fly_to_moon'"),
-    ("<call>retrieve_values(3)</call>", "by keyword"),
-    ("<call>retrieve_values(top_k=foo)</call>", "must be literals"),
-    ("<call>os.system('x')</call>", "malformed call"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("<reasoning>x</reasoning>", "no <call> block"),
+        ("<call>generate_sql()", "unclosed <call>"),
+        ("<call>a()</call><call>b()</call>", "several <call>"),
+        ("</call>generate_sql()<call>", "comes before"),
+        ("<call>generate_sql(</call>", "malformed call"),
+        ("<call>fly_to_moon()</call>", "unknown action 'fly_to_moon'"),
+        ("<call>retrieve_values(3)</call>", "by keyword"),
+        ("<call>retrieve_values(top_k=foo)</call>", "must be literals"),
+        ("<call>os.system('x')</call>", "malformed call"),
+    ],
+)
 def test_malformed_calls_give_a_clear_observation(text, fragment):
     out = parse_policy_output(text, ACTIONS)
     assert isinstance(out, ParseError)

@@ -13,6 +13,7 @@ picks another): 0.10 after SFT; 0.78 after 12 GRPO steps (per-step rollout EX 0.
 advantages' sign flipped; the test runs 10 steps and asks for 0.05-0.3 at the start, >= 0.6 (and twice the start)
 after, at most start + 0.05 for the control.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,14 +42,22 @@ from rewardsql_jax.stages.run_config import ModelConfigSection
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("REWARDSQL_LEARNING_SEED", "0"))
-SHAPE = ModelConfigSection(vocab_size=330, hidden_size=64, intermediate_size=128, num_layers=1, num_heads=2,
-                           num_kv_heads=1, max_len=512)
-COUNTRIES = {"Brazil": "Brasil", "France": "Frence", "Germany": "Germeny", "Portugal": "Portugul", "Japan": "Japen",
-             "Mexico": "Mexiko"}
+SHAPE = ModelConfigSection(
+    vocab_size=330, hidden_size=64, intermediate_size=128, num_layers=1, num_heads=2, num_kv_heads=1, max_len=512
+)
+COUNTRIES = {
+    "Brazil": "Brasil",
+    "France": "Frence",
+    "Germany": "Germeny",
+    "Portugal": "Portugul",
+    "Japan": "Japen",
+    "Mexico": "Mexiko",
+}
 RIGHT, WRONG = ("retrieve_values", "generate_sql", "terminate"), ("generate_sql", "terminate")
 MAX_STEPS, MAX_NEW, TEMPERATURE, SAMPLES = 4, 32, 1.0, 16
-RL = ConductorRLConfig(steps=10, prompts_per_step=4, group_size=8, lr=2e-3, kl_beta=0.01, temperature=TEMPERATURE,
-                       hard_threshold=1.1)
+RL = ConductorRLConfig(
+    steps=10, prompts_per_step=4, group_size=8, lr=2e-3, kl_beta=0.01, temperature=TEMPERATURE, hard_threshold=1.1
+)
 
 
 def _database(path) -> str:
@@ -72,14 +81,22 @@ def _action_model(prompt: str) -> Completion:
 
 
 def _server(model, tok, temperature, seed):
-    return ModelServer(model, stop_ids=stop_ids(tok), pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
-                       temperature=temperature, seed=seed, max_len=SHAPE.max_len)
+    return ModelServer(
+        model,
+        stop_ids=stop_ids(tok),
+        pad_id=tok.pad_token_id,
+        max_new_tokens=MAX_NEW,
+        temperature=temperature,
+        seed=seed,
+        max_len=SHAPE.max_len,
+    )
 
 
 def _success(policy, task, seed: int = 12345) -> float:
     questions, env, tok = task["questions"], task["env"], task["tokenizer"]
-    records, _ = run_policy_episodes(questions, env, tok, _server(policy, tok, TEMPERATURE, seed), None,
-                                     max_steps=MAX_STEPS, repeats=SAMPLES)
+    records, _ = run_policy_episodes(
+        questions, env, tok, _server(policy, tok, TEMPERATURE, seed), None, max_steps=MAX_STEPS, repeats=SAMPLES
+    )
     return float(np.mean([r.exact for r in records]))
 
 
@@ -88,17 +105,35 @@ def task(tokenizer, tmp_path_factory):
     """The questions, the scripted env, and the SFT policy (one RIGHT per four WRONG trajectories) with its rate."""
     db = _database(tmp_path_factory.mktemp("grpo_learning") / "music.sqlite")
     env = Env(complete=_action_model)
-    questions = [Example(question_id=i, db_id="music", question=f"Names of the singers from {typo}?", evidence="",
-                         gold_sql=f"SELECT name FROM singer WHERE country = '{country}'", difficulty="simple",
-                         db_path=db) for i, (country, typo) in enumerate(COUNTRIES.items())]
+    questions = [
+        Example(
+            question_id=i,
+            db_id="music",
+            question=f"Names of the singers from {typo}?",
+            evidence="",
+            gold_sql=f"SELECT name FROM singer WHERE country = '{country}'",
+            difficulty="simple",
+            db_path=db,
+        )
+        for i, (country, typo) in enumerate(COUNTRIES.items())
+    ]
     samples = []
     for ex in questions:
         for workflow in (RIGHT,) + (WRONG,) * 4:
             state = run_workflow(initial_state(ex, env), workflow)  # empty <reasoning>: the calls are what is learnt
             assert state.final_sql == ex.gold_sql if workflow == RIGHT else state.final_sql != ex.gold_sql
             samples.append(SFTSample(*map(tuple, results_mask(tokenizer, state))))
-    policy, _ = train_sft(new_model(SHAPE, tokenizer, SEED), samples, steps=200, batch_size=10, lr=1e-2,
-                          pad_id=tokenizer.pad_token_id, seed=SEED, reduction="sequence_mean", warmup_steps=2)
+    policy, _ = train_sft(
+        new_model(SHAPE, tokenizer, SEED),
+        samples,
+        steps=200,
+        batch_size=10,
+        lr=1e-2,
+        pad_id=tokenizer.pad_token_id,
+        seed=SEED,
+        reduction="sequence_mean",
+        warmup_steps=2,
+    )
     out = {"questions": questions, "env": env, "tokenizer": tokenizer, "policy": policy}
     out["start"] = _success(policy, out)
     return out
@@ -112,9 +147,20 @@ def _copy(model):
 
 def _train(task):
     tok = task["tokenizer"]
-    return grpo.train_grpo(_copy(task["policy"]), task["questions"], task["env"], tok,
-                           lambda m, t, s: _server(m, tok, t, s), None, RL, RewardConfig(), max_steps=MAX_STEPS,
-                           pad_id=tok.pad_token_id, seed=SEED, log=None)
+    return grpo.train_grpo(
+        _copy(task["policy"]),
+        task["questions"],
+        task["env"],
+        tok,
+        lambda m, t, s: _server(m, tok, t, s),
+        None,
+        RL,
+        RewardConfig(),
+        max_steps=MAX_STEPS,
+        pad_id=tok.pad_token_id,
+        seed=SEED,
+        log=None,
+    )
 
 
 def test_the_task_starts_low(task):

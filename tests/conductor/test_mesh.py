@@ -1,6 +1,7 @@
 """SQLConductor's trainers on a mesh: SFT sharded over 2 simulated CPU devices with 2 micro-batches equals one
 device and one batch (fp32 summation order only), and the policy server samples from the sharded model.
 Runs tests/conductor/mesh_worker.py in a subprocess (XLA_FLAGS must precede the jax import)."""
+
 import json
 import os
 import subprocess

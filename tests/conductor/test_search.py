@@ -8,9 +8,14 @@ GOLD = "SELECT name FROM singer WHERE country = 'Brazil'"
 
 
 def _state(db):
-    env = scripted_env({"generate": "SELECT name FROM singer WHERE country = 'Brasil'", "generate_with_values": GOLD,
-                        "refine": "SELECT name FROM singer WHERE country = 'Brasil'",
-                        "steps": "SELECT name FROM singer"})
+    env = scripted_env(
+        {
+            "generate": "SELECT name FROM singer WHERE country = 'Brasil'",
+            "generate_with_values": GOLD,
+            "refine": "SELECT name FROM singer WHERE country = 'Brasil'",
+            "steps": "SELECT name FROM singer",
+        }
+    )
     return State(question="Singers from Brasil?", db_path=db, env=env)
 
 

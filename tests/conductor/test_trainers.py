@@ -1,6 +1,7 @@
 """SQLConductor's trainers on the shared harness (SQLConductor Sec. 4.4): a stopped SFT / curriculum-GRPO run
 resumes from its checkpoint to the parameters of an uninterrupted run, micro-batches train as one batch, and the
 GRPO loop's loss, options and advantages are the registered ``conductor_curriculum_grpo`` algorithm's."""
+
 import jax
 import numpy as np
 import pytest
@@ -20,8 +21,9 @@ from rewardsql_jax.training.fit import StoppedEarly
 
 from _conductor_helpers import scripted_env
 
-SHAPE = ModelConfigSection(vocab_size=330, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
-                           num_kv_heads=1, max_len=512)
+SHAPE = ModelConfigSection(
+    vocab_size=330, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=512
+)
 GOLD = "SELECT name FROM singer WHERE country = 'Brazil'"
 
 
@@ -38,16 +40,19 @@ def _assert_params(a, b, **tol):
 
 
 def _samples(tok):
-    pairs = [("question: How many singers are from Brazil?\n", "<reasoning>x</reasoning><call>generate_sql()</call>"),
-             ("question: How many songs?\n", "<call>terminate()</call>"),
-             ("question: Singers from France?\n", "<reasoning>values</reasoning><call>retrieve_values()</call>"),
-             ("question: Oldest singer?\n", "<call>link_schema()</call>")]
+    pairs = [
+        ("question: How many singers are from Brazil?\n", "<reasoning>x</reasoning><call>generate_sql()</call>"),
+        ("question: How many songs?\n", "<call>terminate()</call>"),
+        ("question: Singers from France?\n", "<reasoning>values</reasoning><call>retrieve_values()</call>"),
+        ("question: Oldest singer?\n", "<call>link_schema()</call>"),
+    ]
     return [encode_sft(tok, p, t) for p, t in pairs]
 
 
 def _sft(tok, **kw):
-    opts = dict(steps=6, batch_size=2, lr=1e-2, pad_id=tok.pad_token_id, seed=3, warmup_steps=2,
-                reduction="sequence_mean")
+    opts = dict(
+        steps=6, batch_size=2, lr=1e-2, pad_id=tok.pad_token_id, seed=3, warmup_steps=2, reduction="sequence_mean"
+    )
     return train_sft(new_model(SHAPE, tok, 0), _samples(tok), **{**opts, **kw})
 
 
@@ -88,13 +93,26 @@ class _ScriptedPolicy:
 
 
 def _grpo(tok, db, **kw):
-    env = scripted_env({"generate": "SELECT name FROM singer WHERE country = 'Brasil'", "refine": GOLD,
-                        "steps": GOLD})
-    questions = [Example(question_id=i, db_id="music", question=q, evidence="", gold_sql=GOLD, difficulty="simple",
-                         db_path=db) for i, q in enumerate(["Singers from Brasil?", "Names of Brasil singers?"])]
+    env = scripted_env({"generate": "SELECT name FROM singer WHERE country = 'Brasil'", "refine": GOLD, "steps": GOLD})
+    questions = [
+        Example(question_id=i, db_id="music", question=q, evidence="", gold_sql=GOLD, difficulty="simple", db_path=db)
+        for i, q in enumerate(["Singers from Brasil?", "Names of Brasil singers?"])
+    ]
     cfg = ConductorRLConfig(steps=3, prompts_per_step=2, group_size=2, kl_beta=0.01, lr=1e-2)
-    return train_grpo(new_model(SHAPE, tok, 0), questions, env, tok, lambda m, t, s: _ScriptedPolicy(tok, s), None,
-                      cfg, RewardConfig(), max_steps=3, pad_id=tok.pad_token_id, seed=1, **kw)
+    return train_grpo(
+        new_model(SHAPE, tok, 0),
+        questions,
+        env,
+        tok,
+        lambda m, t, s: _ScriptedPolicy(tok, s),
+        None,
+        cfg,
+        RewardConfig(),
+        max_steps=3,
+        pad_id=tok.pad_token_id,
+        seed=1,
+        **kw,
+    )
 
 
 def test_grpo_stopped_after_k_steps_resumes_to_the_uninterrupted_params(tokenizer, music_db, tmp_path):

@@ -7,10 +7,17 @@ from _conductor_helpers import scripted_env
 
 
 def test_mask_covers_exactly_the_results_spans_and_prompt(tokenizer, music_db):
-    env = scripted_env({"generate": "SELECT COUNT(*) FROM singer WHERE country = 'Brasil'",
-                        "generate_with_values": "SELECT COUNT(*) FROM singer WHERE country = 'Brazil'"})
-    s = run_workflow(State(question="How many singers are from Brasil?", db_path=music_db, env=env),
-                     ["generate_sql", "retrieve_values", "generate_sql", "terminate"], reasoner=template_reasoning)
+    env = scripted_env(
+        {
+            "generate": "SELECT COUNT(*) FROM singer WHERE country = 'Brasil'",
+            "generate_with_values": "SELECT COUNT(*) FROM singer WHERE country = 'Brazil'",
+        }
+    )
+    s = run_workflow(
+        State(question="How many singers are from Brasil?", db_path=music_db, env=env),
+        ["generate_sql", "retrieve_values", "generate_sql", "terminate"],
+        reasoner=template_reasoning,
+    )
     ids, mask = results_mask(tokenizer, s)
     assert len(ids) == len(mask)
     masked_text = tokenizer.decode([i for i, m in zip(ids, mask) if m == 0])

@@ -2,10 +2,14 @@ from rewardsql_jax.conductor.values import build_value_index, edit_similarity, i
 
 
 def _index():
-    return build_value_index({("singer", "country"): ["Brazil", "France", "Portugal", "Brazil"],
-                              ("singer", "name"): ["Ana Costa", "Joao Silva"],
-                              ("song", "language"): ["Portuguese", "English"],
-                              ("singer", "age"): [31, 40]})
+    return build_value_index(
+        {
+            ("singer", "country"): ["Brazil", "France", "Portugal", "Brazil"],
+            ("singer", "name"): ["Ana Costa", "Joao Silva"],
+            ("song", "language"): ["Portuguese", "English"],
+            ("singer", "age"): [31, 40],
+        }
+    )
 
 
 def test_brasil_finds_stored_brazil():
@@ -37,6 +41,7 @@ def test_edit_similarity_and_trigrams():
 
 def test_index_database_reads_text_columns(tmp_path):
     import sqlite3
+
     db = tmp_path / "x.sqlite"
     conn = sqlite3.connect(db)
     conn.execute("CREATE TABLE city (id INTEGER, name TEXT, country TEXT)")
