@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rewardsql_jax.stages.rl_online import chunk_prompts, pick_questions
+from rewardsql_jax.rl.rollouts import chunk_prompts, pick_questions
 from rewardsql_jax.training.collate import preference_batch, rl_batch, rl_length, sequence_arrays, sft_batch
 
 
