@@ -16,6 +16,7 @@ with ``rl.loss_options`` as its options; ``policy_loss(rl)`` resolves both.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import ClassVar
 
@@ -24,8 +25,9 @@ from rewardsql_jax import losses
 _ALGORITHMS: dict[str, RLAlgorithm] = {}
 
 
-class RLAlgorithm:
-    """Base of every RL algorithm. ``loss`` is its default loss; ``needs_prm``: the stage loads ``prm/model``."""
+class RLAlgorithm(abc.ABC):
+    """Base of every RL algorithm (abstract: registering a subclass that lacks ``update`` / ``select`` / ``batch``
+    fails with Python's message naming the missing method). ``loss`` is its default loss; ``needs_prm``: the stage loads ``prm/model``."""
 
     name: ClassVar[str]
     online: ClassVar[bool]
@@ -74,9 +76,9 @@ class OnlineAlgorithm(RLAlgorithm):
     group_normalised: ClassVar[bool] = True  # normalises rewards within a question's group of samples
     batch_field: ClassVar[str] = "advantages"  # the train-batch field the update fills (or "token_rewards")
 
+    @abc.abstractmethod
     def update(self, rollouts, prm_scores, rl):
         """The ``Update`` (advantages / token values and the logged per-completion reward) of a rollout batch."""
-        raise NotImplementedError(f"{type(self).__name__}.update")
 
     def validate(self, config) -> None:
         super().validate(config)
@@ -116,13 +118,13 @@ class OfflineAlgorithm(RLAlgorithm):
     needs_prm = True
     batch_type: ClassVar[type]
 
+    @abc.abstractmethod
     def select(self, candidates: list[dict], rl) -> list:
         """What to train on: items of ``batch``."""
-        raise NotImplementedError(f"{type(self).__name__}.select")
 
+    @abc.abstractmethod
     def batch(self, items: list, *, length: int, pad_id: int):
         """The train batch of one step's items."""
-        raise NotImplementedError(f"{type(self).__name__}.batch")
 
     def summary(self, items: list, candidates: list[dict]) -> dict:
         """What the metrics say about the selection."""

@@ -188,3 +188,14 @@ def test_shared_prefix_batch_holds_the_same_values_completion_aligned(tok, algor
         want = f_values[row] if f_values.ndim == 1 else f_values[row, 2 : 2 + n]
         got = g_values[0, row] if g_values.ndim == 2 else g_values[0, row, :n]
         np.testing.assert_array_equal(got, want)
+
+
+def test_an_algorithm_without_update_cannot_be_registered():
+    from rewardsql_jax.rl import OnlineAlgorithm, register_algorithm
+
+    class Incomplete(OnlineAlgorithm):
+        name = "incomplete_for_test"
+        loss = "grpo"
+
+    with pytest.raises(TypeError, match="update"):
+        register_algorithm(Incomplete)
