@@ -117,8 +117,10 @@ def run_offline(ctx: RunContext) -> dict:
             },
         )
 
+    order = list(batch_indices(len(items), rl.prompts_per_step, rl.steps, cfg.seed))  # a step's items: (seed, i)
+
     def step(state, i):
-        idx = next(batch_indices(len(items), rl.prompts_per_step, 1, cfg.seed, start_step=i))
+        idx = order[i]
         state, m = step_fn(state, algo.batch([items[j] for j in idx], length=data.length, pad_id=pad))
         m = jax.device_get(m)
         return state, {"loss": float(m["loss"]), "grad_norm": float(m["grad_norm"]), **algo.step_metrics(m)}
