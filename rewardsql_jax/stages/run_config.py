@@ -102,11 +102,18 @@ class SFTConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     checkpoint_every: int = 0  # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
+    # > 1: rows of one database in groups of this size share their schema prefix, computed once per group in the
+    # train step (training.prefix_groups; same loss and gradients); 0 / 1 = independent rows
+    prefix_group: int = 0
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
         if self.checkpoint_every < 0:
             raise ValueError(f"sft.checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if self.prefix_group < 0 or (self.prefix_group > 1 and self.batch_size % self.prefix_group):
+            raise ValueError(
+                f"sft.prefix_group={self.prefix_group} must be 0 (off) or divide sft.batch_size={self.batch_size}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,12 @@ from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.collate import batch_indices, bucket_length, encode_pair, sft_arrays
 from rewardsql_jax.training.fit import fit
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.prefix_groups import (
+    grouped_sft_batch,
+    grouped_slots,
+    prefix_group_batches,
+    shared_prefix_lengths,
+)
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
@@ -29,8 +35,10 @@ def run_sft(ctx: RunContext) -> dict:
     tok = ctx.tokenizer()
     records = ctx.records("cold_start", "train.jsonl")
     # one example per kept CoCTE of a question (cold_start's "targets"; older runs: the single "target")
-    encoded = [encode_pair(tok, r["prompt"], t) for r in records for t in (r.get("targets") or [r["target"]])]
+    pairs = [(r, t) for r in records for t in (r.get("targets") or [r["target"]])]
+    encoded = [encode_pair(tok, r["prompt"], t) for r, t in pairs]
     too_long = sum(len(e[0]) > cfg.model.max_len for e in encoded)
+    keys = [r["db_id"] for (r, _), e in zip(pairs, encoded) if len(e[0]) <= cfg.model.max_len]
     encoded = [e for e in encoded if len(e[0]) <= cfg.model.max_len]
     if not encoded:
         raise ValueError(f"every SFT example is longer than model.max_len={cfg.model.max_len}; raise it")
@@ -49,18 +57,18 @@ def run_sft(ctx: RunContext) -> dict:
     )
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    length = bucket_length(max(len(e[0]) for e in encoded))  # one shape: the step compiles once
     # the loss covers the target only (~20% of a row): project just those positions onto the vocabulary
     targets = -(-max(sum(e[1]) for e in encoded) // 16) * 16
     step_fn = make_train_step(
         state.graphdef, "sft", {"target_tokens": targets}, mesh=mesh, micro_batches=cfg.mesh.micro_batches
     )
-    order, tokens, t0 = list(batch_indices(len(encoded), s.batch_size, s.steps, cfg.seed)), [0], time.perf_counter()
+    make_batch = _batches(encoded, keys, s, cfg.seed, pad)
+    tokens, t0 = [0], time.perf_counter()
 
     def step(state, i):
-        ids, attn, loss_mask = sft_arrays([encoded[j] for j in order[i]], length, pad)
-        tokens[0] += int(attn.sum())
-        state, m = step_fn(state, SFTBatch(input_ids=ids, attention_mask=attn, loss_mask=loss_mask))
+        batch, n_tokens = make_batch(i)
+        tokens[0] += n_tokens
+        state, m = step_fn(state, batch)
         return state, {"loss": m["loss"], "grad_norm": m["grad_norm"]}
 
     run = fit(state, step, **ctx.fit_options("sft", steps=s.steps, checkpoint_every=s.checkpoint_every))
@@ -79,6 +87,33 @@ def run_sft(ctx: RunContext) -> dict:
             "loss_curve": losses,
             "seconds": elapsed,
             "tokens_per_s": tokens[0] / elapsed,
+            "prefix_group": s.prefix_group,
             "final_loss_mean_last": float(np.mean([loss for _, loss in losses[-3:]])),
         },
     )
+
+
+def _batches(encoded, keys, s, seed: int, pad: int):
+    """``batch(i) -> (train batch of step i, tokens it holds)``, one shape for the whole run (one compile):
+    ``SFTBatch`` rows, or with ``sft.prefix_group`` > 1 a ``GroupedSFTBatch`` whose groups of one database
+    share their schema prefix (tokens then count each prefix once, as the step computes it)."""
+    if s.prefix_group > 1:
+        prefix = shared_prefix_lengths(encoded, keys)
+        slots = grouped_slots(encoded, prefix)
+        order = prefix_group_batches(keys, s.prefix_group, s.batch_size // s.prefix_group, s.steps, seed)
+
+        def grouped(i):
+            groups = order[i]
+            n = sum(prefix[g[0]] + sum(len(encoded[j][0]) - prefix[j] for j in g) for g in groups)
+            batch = grouped_sft_batch(encoded, groups, prefix, prefix_slots=slots[0], rest_slots=slots[1], pad_id=pad)
+            return batch, n
+
+        return grouped
+    length = bucket_length(max(len(e[0]) for e in encoded))
+    rows = list(batch_indices(len(encoded), s.batch_size, s.steps, seed))
+
+    def independent(i):
+        ids, attn, loss_mask = sft_arrays([encoded[j] for j in rows[i]], length, pad)
+        return SFTBatch(input_ids=ids, attention_mask=attn, loss_mask=loss_mask), int(attn.sum())
+
+    return independent

@@ -2,7 +2,7 @@
 accumulation (losses looked up by name), log-probs, Orbax checkpoints and a small loop."""
 
 from .adapters import LossAdapter, WeightedLoss, get_adapter, register_adapter
-from .batch import GroupedRLBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
+from .batch import GroupedRLBatch, GroupedSFTBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
 from .checkpoint import Checkpointer, export_pretrained, restore_latest
 from .logprobs import sequence_logprobs, summed_logprobs, target_logprobs
 from .loop import NonFiniteLossError, train

@@ -14,7 +14,7 @@ Batch-global statistics are computed before splitting: REINFORCE++'s whitening r
 
 A loss without an adapter of its own is fed by the adapter of its family (``losses.register(..., family=...)``):
 ``policy_gradient`` (``RLBatch`` / ``GroupedRLBatch`` with advantages), ``preference`` (``PreferenceBatch``),
-``supervised`` (``SFTBatch``), ``prm`` (``PRMBatch``), with the denominator its ``reduction`` names.
+``supervised`` (``SFTBatch`` / ``GroupedSFTBatch``), ``prm`` (``PRMBatch``), with the denominator its ``reduction`` names.
 ``register_adapter`` replaces that for a loss that needs more (batch-global statistics, extra fields).
 """
 
@@ -31,9 +31,10 @@ from flax import struct
 
 from rewardsql_jax import losses
 from rewardsql_jax.models.prm_head import prm_tag_logits
+from rewardsql_jax.models.shared_prefix import shared_prefix_hidden
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
-from .batch import GroupedRLBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
+from .batch import GroupedRLBatch, GroupedSFTBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
 from .logprobs import sequence_logprobs, sequence_logprobs_and_entropy, shared_prefix_logprobs, summed_logprobs
 
 # Options the adapters consume themselves; every other loss option goes to the loss function.
@@ -98,7 +99,7 @@ def family_adapter(family: str, reduction: str, *, takes_reference: bool = False
     if family == "preference":
         return LossAdapter(PreferenceBatch, _dpo)
     if family == "supervised":
-        return LossAdapter(SFTBatch, functools.partial(_supervised, reduction=reduction))
+        return LossAdapter((SFTBatch, GroupedSFTBatch), functools.partial(_supervised, reduction=reduction))
     if family == "prm":
         return LossAdapter(PRMBatch, _prm)
     raise ValueError(f"unknown loss family {family!r}; families: {list(losses.FAMILIES)}")
@@ -166,10 +167,16 @@ def _next_token_inputs(model, batch, own):
     ``target_tokens=K`` (a static bound on the loss tokens of any row, e.g. the SFT stage's longest target):
     the vocabulary projection runs only at each row's first K loss positions ([B, K, V] logits instead of
     [B, T, V]); the loss, its gradient and the metrics are the same, since the other positions are masked out."""
-    # the last position predicts nothing: drop it before the vocab projection, not after (its [B, V] slice's
-    # gradient would be padded back into a full [B, T, V] array)
-    hidden = model.hidden_states(batch.input_ids, batch.attention_mask)[:, :-1]
-    targets, mask = batch.input_ids[:, 1:], jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]
+    if isinstance(batch, GroupedSFTBatch):  # each group's shared prefix computed once; rows [P * G, Lc]
+        hidden = shared_prefix_hidden(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
+        hidden = hidden.reshape(-1, *hidden.shape[2:])
+        targets = jnp.asarray(batch.completion_ids).reshape(hidden.shape[:2])
+        mask = jnp.asarray(batch.loss_mask, jnp.float32).reshape(hidden.shape[:2])
+    else:
+        # the last position predicts nothing: drop it before the vocab projection, not after (its [B, V]
+        # slice's gradient would be padded back into a full [B, T, V] array)
+        hidden = model.hidden_states(batch.input_ids, batch.attention_mask)[:, :-1]
+        targets, mask = batch.input_ids[:, 1:], jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]
     k = own.get("target_tokens")
     if k is not None and k < mask.shape[1]:
         # each row's loss positions first, in order (a stable sort on -mask), then K of them
@@ -191,7 +198,10 @@ def _sft_count(mask, reduction):
 def _supervised(model, ref_model, batch: SFTBatch, loss_fn, opts, *, reduction: str):
     own, opts = _split(opts)
     logits, targets, mask = _next_token_inputs(model, batch, own)
-    loss, metrics = loss_fn(logits, targets, mask, weights=batch.weights, **opts)
+    weights = batch.weights
+    if weights is not None and isinstance(batch, GroupedSFTBatch):
+        weights = jnp.asarray(weights).reshape(-1)
+    loss, metrics = loss_fn(logits, targets, mask, weights=weights, **opts)
     total, count = _rescale(loss, _sft_count(mask, reduction))
     return WeightedLoss(total, count, metrics)
 
@@ -364,7 +374,7 @@ def _prm(model, ref_model, batch: PRMBatch, loss_fn, opts):
     return WeightedLoss(total, count, metrics)
 
 
-register_adapter("sft", LossAdapter(SFTBatch, _sft))
+register_adapter("sft", LossAdapter((SFTBatch, GroupedSFTBatch), _sft))
 register_adapter("rs", LossAdapter(RSBatch, _rs))
 register_adapter("grpo", LossAdapter((RLBatch, GroupedRLBatch), _grpo))
 register_adapter("reinforce_pp", LossAdapter((RLBatch, GroupedRLBatch), _reinforce_pp, prepare=_reinforce_pp_prepare))

@@ -83,6 +83,48 @@ class SFTBatch(_Checks):
 
 
 @struct.dataclass
+class GroupedSFTBatch(_Checks):
+    """``SFTBatch`` for groups of rows that share a prompt prefix (e.g. one database's schema), the prefix
+    stored (and computed) once per group.
+
+    ``prompt_ids``/``prompt_mask`` [P, Lp] hold each group's shared prefix, LEFT-padded; ``completion_ids``
+    [P, G, Lc] the rest of each row (its own prompt tokens, then the target), right-padded; ``loss_mask``
+    [P, G, Lc] is 1 on target tokens, aligned with ``completion_ids`` (``[p, g, t]`` describes token t of
+    row g's continuation); ``weights`` [P, G] optionally scale each row. The train step computes the same
+    loss and gradients as on the equivalent ``SFTBatch`` rows (``models.shared_prefix``); micro-batches split
+    whole groups, so ``batch_size`` counts groups.
+    """
+
+    prompt_ids: Any
+    prompt_mask: Any
+    completion_ids: Any
+    loss_mask: Any
+    weights: Any = None
+
+    def validate(self) -> GroupedSFTBatch:
+        """Raise ValueError naming the first malformed field; return self."""
+        p, _ = self._need("prompt_ids", 2, "[groups, prefix_len] int token ids (left-padded)")
+        self._integer("prompt_ids")
+        self._match("prompt_ids", ["prompt_mask"])
+        shape = self._need("completion_ids", 3, "[groups, group, rest_len] int token ids")
+        self._integer("completion_ids")
+        if shape[0] != p:
+            raise ValueError(
+                f"GroupedSFTBatch.completion_ids has shape {shape} but prompt_ids has {p} groups; "
+                f"give [groups, group, rest_len]."
+            )
+        self._match("completion_ids", ["loss_mask"])
+        if isinstance(self.prompt_mask, np.ndarray) and p and not np.asarray(self.prompt_mask)[:, -1].all():
+            raise ValueError(
+                "GroupedSFTBatch.prompt_mask: prefixes must be LEFT-padded (the last slot of every prefix "
+                "is a real token)."
+            )
+        if self.weights is not None and _shape(self.weights) != shape[:2]:
+            raise ValueError(f"GroupedSFTBatch.weights must have shape {shape[:2]}, got {_shape(self.weights)}.")
+        return self
+
+
+@struct.dataclass
 class RSBatch(_Checks):
     """Rejection-sampling batch (Reward-SQL Sec. 5.2): all N candidates of the prompts with their rewards [B];
     the ``rs`` loss keeps the candidates whose reward exceeds its threshold (the batch keeps one shape)."""
