@@ -42,10 +42,16 @@ def clipped_surrogate(logprobs, old_logprobs, advantages, clip_eps_low: float, c
 
 
 def clip_metrics(ratio, advantages, mask, clip_eps_low: float, clip_eps_high: float) -> dict:
-    """Fractions of masked tokens whose ratio is clipped (TRL's clip_ratio/low_mean, high_mean, region_mean)."""
+    """Fractions of masked tokens whose ratio is clipped (TRL's clip_ratio/low_mean, high_mean, region_mean), and
+    the importance ratio's masked mean and spread (1 and 0 on-policy: the sampler's log-probs are the policy's)."""
     low = (ratio < 1.0 - clip_eps_low) & (advantages < 0)
     high = (ratio > 1.0 + clip_eps_high) & (advantages > 0)
+    ratio = jax.lax.stop_gradient(ratio)
+    mean = masked_mean(ratio, mask)
     return {
+        "ratio/mean": mean,
+        "ratio/std": jnp.sqrt(masked_mean(jnp.square(ratio - mean), mask)),
+        "ratio/max_abs_log": jnp.max(jnp.where(mask > 0, jnp.abs(jnp.log(ratio)), 0.0)),
         "clip_ratio/low": masked_mean(low.astype(jnp.float32), mask),
         "clip_ratio/high": masked_mean(high.astype(jnp.float32), mask),
         "clip_ratio/region": masked_mean((low | high).astype(jnp.float32), mask),

@@ -105,6 +105,10 @@ def rl_iteration(inputs: RLInputs, state, step: int):
         }
     with timer.phase("advantage"):
         upd = algo.update(ro, sc, rl)
+        if not rl.filter_groups:  # groups whose rewards differ: the only ones a group-normalised update learns from
+            extra = {"informative_groups": int(informative_groups(upd.rewards, rl.samples_per_prompt).sum())}
+        # groups with a right and a wrong answer: what the outcome reward can teach
+        extra["outcome_informative_groups"] = int(informative_groups(ro.outcomes.rewards, rl.samples_per_prompt).sum())
         batch = rl_update.train_batch(
             ro,
             upd,
