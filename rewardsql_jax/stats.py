@@ -102,3 +102,17 @@ def auc_interval(scores, labels, *, seed: int = 0, resamples: int = 1000, level:
     q = (1 - level) / 2
     lo, hi = np.quantile(draws, [q, 1 - q])
     return {"auc": point, "ci95": [float(lo), float(hi)]}
+
+
+def balanced_threshold(scores, labels) -> dict:
+    """The score threshold that maximises balanced accuracy (Youden's J = TPR - FPR) on labelled scores: where a
+    classifier's positives start for a model whose scores are not calibrated around 0.5 (a PRM trained on
+    imbalanced step labels). ``{"threshold", "balanced_accuracy"}``; threshold 0.5 and NaN with one class."""
+    s, y = np.asarray(scores, np.float64), np.asarray(labels, bool)
+    if s.size == 0 or y.all() or not y.any():
+        return {"threshold": 0.5, "balanced_accuracy": float("nan")}
+    cuts = np.unique(s)
+    tpr = (s[None, y] >= cuts[:, None]).mean(axis=1)
+    tnr = (s[None, ~y] < cuts[:, None]).mean(axis=1)
+    best = int(np.argmax(tpr + tnr))
+    return {"threshold": float(cuts[best]), "balanced_accuracy": float((tpr[best] + tnr[best]) / 2)}

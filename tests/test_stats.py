@@ -71,3 +71,16 @@ def test_auc_interval_brackets_the_auc_and_narrows_with_more_items():
         assert r["auc"] == auc(s, y) and r["ci95"][0] < r["auc"] < r["ci95"][1]
     assert big["ci95"][1] - big["ci95"][0] < small["ci95"][1] - small["ci95"][0]
     assert np.isnan(auc_interval([0.1, 0.9, 0.3], [1, 0, 0])["ci95"][0])  # one positive: no interval
+
+
+def test_balanced_threshold_finds_the_cut_between_the_classes():
+    from rewardsql_jax.stats import balanced_threshold
+
+    # every positive scores 0.2-0.3, every negative below 0.1: a 0.5 cut calls all of them negative
+    scores = [0.05, 0.08, 0.01, 0.2, 0.25, 0.3, 0.09]
+    labels = [0, 0, 0, 1, 1, 1, 0]
+    out = balanced_threshold(scores, labels)
+    assert out == {"threshold": 0.2, "balanced_accuracy": 1.0}
+    overlap = balanced_threshold([0.1, 0.4, 0.3, 0.6], [0, 0, 1, 1])  # best cut 0.3: TPR 1, TNR 0.5
+    assert overlap["threshold"] == 0.3 and overlap["balanced_accuracy"] == 0.75
+    assert balanced_threshold([0.2, 0.9], [1, 1])["threshold"] == 0.5

@@ -29,7 +29,7 @@ from rewardsql_jax.models.prm_head import format_prm_input, step_scores, step_ta
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.sql import format_step_result, prefix_sql, split_cocte
 from rewardsql_jax.stats import auc as step_auc
-from rewardsql_jax.stats import auc_interval
+from rewardsql_jax.stats import auc_interval, balanced_threshold
 from rewardsql_jax.training.batch import PRMBatch
 from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
 from rewardsql_jax.training.fit import fit
@@ -159,7 +159,8 @@ def _tag_scores(model, ids, mask, positions, plus, minus):
 
 
 def evaluate_steps(model, examples, tags, length: int, num_steps: int, rows: int, pad_id: int) -> dict:
-    """Held-out step AUC / accuracy at 0.5 of ``model``'s P(" +") (NaN AUC and a note when undefined)."""
+    """Held-out step AUC / accuracy at 0.5 of ``model``'s P(" +") (NaN AUC and a note when undefined), and the
+    threshold of best balanced accuracy (``stats.balanced_threshold``)."""
     scores, labels = [], []
     for start in range(0, len(examples), rows):
         chunk = examples[start : start + rows]
@@ -178,6 +179,8 @@ def evaluate_steps(model, examples, tags, length: int, num_steps: int, rows: int
         "auc": step_auc(scores, labels),
         "auc_ci95": auc_interval(scores, labels)["ci95"],
         "accuracy": float(np.mean((np.asarray(scores) > 0.5) == np.asarray(labels, bool))) if labels else float("nan"),
+        # the quadrant table's +PR / -PR cut (evaluate): calibrated here, on held-out steps, not fixed at 0.5
+        **balanced_threshold(scores, labels),
     }
     if not labels:
         out["note"] = "no held-out steps (too few labelled questions): AUC and accuracy are undefined"
