@@ -1,5 +1,6 @@
 """Stage 7 — evaluation: EX (BIRD or Spider rule) per method overall and by difficulty, the PR/OR quadrant
-table of Reward-SQL Table 1, pass@n / PRM@n curves (paper Figure 10) as a PNG, and official-format
+table of Reward-SQL Table 1, pass@n / PRM@n curves (paper Figure 10) as a PNG, the SFT policy's headroom (its
+greedy EX vs pass@1 / pass@N of its own samples, with 95% intervals and the target check), and official-format
 prediction files (BIRD: ``{question_id: "SQL\\t----- bird -----\\tdb_id"}``; Spider: one SQL per line).
 """
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 from rewardsql_jax.sql import exec_match_batch
-from rewardsql_jax.stats import evidence_table
+from rewardsql_jax.stats import evidence_table, ex_interval, paired_difference
 
 from .context import RunContext
 from .inference import pick_best_of_n
@@ -34,6 +35,10 @@ COMPARISONS = (
     ("best_of_n", "rl_greedy"),
     ("best_of_n", "self_consistency"),
 )
+# the SFT policy leaves room for RL / reranking when its samples beat its greedy answer by this many points
+# and its greedy EX is neither hopeless nor saturated
+HEADROOM_MIN_GAIN = 10
+HEADROOM_GREEDY_RANGE = (20, 60)
 
 
 def _ex(ctx, records, sqls) -> list[bool]:
@@ -115,9 +120,9 @@ def run_evaluate(ctx: RunContext) -> dict:
         verdicts[m], table[m], by_diff[m] = v, float(np.mean(v)), _by_difficulty(records, v)
     if not methods:
         raise ValueError("inference/predictions.json holds no predictions; rerun the inference stage")
-    curve, quad = None, None
+    curve, quad, cand_correct = None, None, None
     if preds and preds[0]["candidates"]:
-        curve, quad = _candidate_metrics(ctx, records, preds, out)
+        curve, quad, cand_correct = _candidate_metrics(ctx, records, preds, out)
     best = max(table, key=table.get)
     _write_official(out, records, [p.get(best) for p in preds], cfg.data.source)
     evidence = evidence_table({EVIDENCE_NAMES[m]: verdicts[m] for m in methods}, COMPARISONS, seed=cfg.seed)
@@ -131,6 +136,7 @@ def run_evaluate(ctx: RunContext) -> dict:
             "ex_mode": cfg.data.ex_mode,
             "questions": len(records),
             "best_method": best,
+            "headroom": _sft_headroom(ctx, records, preds, verdicts, cand_correct),
             **evidence,
         },
     )
@@ -152,4 +158,54 @@ def _candidate_metrics(ctx, records, preds, out):
     if has_prm:  # PR of the first sampled candidate vs its outcome, as the paper's quadrant table
         pr = [aggregate_steps(p["candidates"][0]["step_scores"], agg) for p in preds]
         quad = quadrants(pr, [c[0] for c in cand_correct])
-    return curve, quad
+    return curve, quad, cand_correct
+
+
+def headroom(greedy_correct, samples_correct, *, temperature: float, seed: int = 0, policy: str = "sft") -> dict:
+    """Headroom of one policy on the same questions: greedy EX, pass@1 (unbiased: per question the share of its
+    N samples that are correct, then the mean over questions), pass@N (any of the N samples correct) and the paired
+    difference pass@N - greedy, each with its 95% bootstrap interval (points); ``target.met`` when pass@N is at
+    least ``HEADROOM_MIN_GAIN`` points above greedy and greedy lies in ``HEADROOM_GREEDY_RANGE``."""
+    n = len(samples_correct[0]) if len(samples_correct) else 0
+    if len(greedy_correct) != len(samples_correct) or not n or any(len(s) != n for s in samples_correct):
+        raise ValueError(
+            f"headroom needs N >= 1 samples for each of the {len(greedy_correct)} greedy questions, "
+            f"got {[len(s) for s in samples_correct][:5]}..."
+        )
+    greedy = np.asarray(greedy_correct, np.float64)
+    samples = np.asarray(samples_correct, np.float64)
+    pass_1, pass_n = samples.mean(axis=1), samples.max(axis=1)
+    g = ex_interval(greedy, seed=seed)
+    gain = paired_difference(pass_n, greedy, seed=seed)
+    lo, hi = HEADROOM_GREEDY_RANGE
+    return {
+        "policy": policy,
+        "n": n,
+        "temperature": temperature,
+        "greedy": g,
+        "pass@1": ex_interval(pass_1, seed=seed),
+        f"pass@{n}": ex_interval(pass_n, seed=seed),
+        "pass_at_n_minus_greedy": gain,
+        "target": {
+            "pass_at_n_minus_greedy_min": HEADROOM_MIN_GAIN,
+            "greedy_range": [lo, hi],
+            "met": bool(gain["delta"] >= HEADROOM_MIN_GAIN and lo <= g["ex"] <= hi),
+        },
+    }
+
+
+def _sft_headroom(ctx, records, preds, verdicts, cand_correct) -> dict | None:
+    """``headroom`` of the SFT policy from its greedy verdicts and its own samples: ``sft_candidates`` when the
+    final policy is the RL one, else ``candidates`` (already executed for the curves). None without SFT greedy
+    predictions or samples (a predictions file, or inference run before ``sft_candidates`` existed)."""
+    if not preds or "greedy_sft" not in verdicts:
+        return None
+    if preds[0].get("sft_candidates"):
+        flat = [(r, c["sql"]) for r, p in zip(records, preds) for c in p["sft_candidates"]]
+        it = iter(_ex(ctx, [r for r, _ in flat], [s for _, s in flat]))
+        samples = [[next(it) for _ in p["sft_candidates"]] for p in preds]
+    elif cand_correct is not None and preds[0].get("policy_for_candidates") == "sft":
+        samples = cand_correct
+    else:
+        return None
+    return headroom(verdicts["greedy_sft"], samples, temperature=ctx.config.inference.temperature, seed=ctx.config.seed)

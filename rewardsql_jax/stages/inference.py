@@ -3,7 +3,9 @@ policy N sampled candidates used by PRM Best-of-N (non-executable candidates dro
 aggregated by min / product / last / average) and by self-consistency (vote over execution results).
 
 Writes ``inference/predictions.json``: per eval question the greedy SQL of every policy, the N candidates
-with their executability, result signature and PRM step scores, and the Best-of-N / vote picks.
+with their executability, result signature and PRM step scores, and the Best-of-N / vote picks; when the final
+policy is the RL one, also ``sft_candidates`` (N executed samples of the SFT policy at the same temperature, no
+PRM scores), from which evaluate reports the SFT policy's headroom (greedy vs pass@1 / pass@N).
 """
 
 from __future__ import annotations
@@ -127,10 +129,13 @@ def owned_chunks(n_questions: int) -> list[int]:
 
 def _predict(ctx: RunContext, records, found: dict, chunks: list[int]) -> list[dict]:
     """Predictions of the questions in ``chunks``: greedy SQL of every policy, N candidates of the final one
-    (executed in this host's SQL pool, PRM-scored), Best-of-N and vote picks."""
+    (executed in this host's SQL pool, PRM-scored), Best-of-N and vote picks; when the final policy is not the
+    SFT one, also N executed samples of the SFT policy (``sft_candidates``, for evaluate's headroom block)."""
     cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
     rows = [records[c * CHUNK : (c + 1) * CHUNK] for c in chunks]
     preds = [[{"question_id": r["question_id"], "db_id": r["db_id"]} for r in part] for part in rows]
+    final_stage = list(found)[-1]
+    n_chunks = -(-len(records) // CHUNK)
     for stage, path in found.items():
         model = load_model(path, cfg.model.dtype)
         for c, part, out in zip(tqdm(chunks, desc=f"greedy ({stage})"), rows, preds):
@@ -145,23 +150,19 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int]) -> list[d
             )
             for p, texts in zip(out, greedy.texts):
                 p[f"greedy_{stage}"] = texts[0]
-    final_stage = list(found)[-1]
-    model = load_model(found[final_stage], cfg.model.dtype)
+        if stage == "sft" and final_stage != "sft":
+            # seeds seed + 1 + n_chunks + c: disjoint from the final policy's seed + 1 + c, on every process
+            for c, part, out in zip(tqdm(chunks, desc=f"samples x{inf.best_of_n} (sft)"), rows, preds):
+                sampled = _sample(model, tok, part, inf, cfg.seed + 1 + n_chunks + c)
+                results = iter(_execute(pool, part, sampled.texts))
+                for p, texts in zip(out, sampled.texts):
+                    p["sft_candidates"] = [{"sql": sql, "signature": result_signature(next(results))} for sql in texts]
+    # ``model`` is the final policy: the loop above loaded it last
     prm_path = ctx.run_dir / "prm" / "model"
     scorer = PRMScorer(load_model(prm_path, cfg.model.dtype), tok) if (prm_path / "config.json").exists() else None
     for c, part, out in zip(tqdm(chunks, desc=f"best-of-{inf.best_of_n} ({final_stage})"), rows, preds):
-        sampled = generate_sql(
-            model,
-            tok,
-            [r["prompt"] for r in part],
-            num_samples=inf.best_of_n,
-            temperature=inf.temperature,
-            max_new_tokens=inf.max_new_tokens,
-            seed=cfg.seed + 1 + c,
-            prompts_per_call=CHUNK,
-            progress=False,
-        )
-        results = iter(pool.map([(r["db_path"], sql) for r, texts in zip(part, sampled.texts) for sql in texts]))
+        sampled = _sample(model, tok, part, inf, cfg.seed + 1 + c)
+        results = iter(_execute(pool, part, sampled.texts))
         for r, p, texts in zip(part, out, sampled.texts):
             scores = scorer.score([r["prompt"]] * len(texts), texts) if scorer else [None] * len(texts)
             cands = [
@@ -174,6 +175,26 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int]) -> list[d
             p["best_of_n"] = cands[bon]["sql"] if bon is not None else (texts[0] if scorer else None)
             p["self_consistency"] = cands[sc]["sql"] if sc is not None else texts[0]
     return [p for out in preds for p in out]
+
+
+def _sample(model, tok, part, inf, seed: int):
+    """``inference.best_of_n`` samples at ``inference.temperature`` for one chunk of questions, in one call."""
+    return generate_sql(
+        model,
+        tok,
+        [r["prompt"] for r in part],
+        num_samples=inf.best_of_n,
+        temperature=inf.temperature,
+        max_new_tokens=inf.max_new_tokens,
+        seed=seed,
+        prompts_per_call=CHUNK,
+        progress=False,
+    )
+
+
+def _execute(pool, part, texts) -> list:
+    """Execution results of every sample of a chunk, question-major, in this host's SQL pool."""
+    return pool.map([(r["db_path"], sql) for r, sqls in zip(part, texts) for sql in sqls])
 
 
 def merge_shares(out: Path, mine: list[dict], chunks: list[int], n_questions: int) -> list[dict]:

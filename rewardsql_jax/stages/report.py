@@ -49,7 +49,25 @@ def summary_lines(config, results: dict) -> list[str]:
         else:
             for m, v in e["ex"].items():
                 lines.append(f"  {METHOD_NAMES.get(m, m):<24} {100 * v:6.1f}%")
+        if e.get("headroom"):
+            lines.append(headroom_line(e["headroom"]))
     return lines
+
+
+def _ci(r: dict, key: str = "ex", sign: str = "") -> str:
+    return f"{r[key]:{sign}.1f} [{r['ci95'][0]:{sign}.1f}, {r['ci95'][1]:{sign}.1f}]"
+
+
+def headroom_line(h: dict) -> str:
+    """One line: the policy's greedy EX, pass@1 / pass@N of its own samples and pass@N - greedy vs the target."""
+    n, t = h["n"], h["target"]
+    lo, hi = t["greedy_range"]
+    return (
+        f"headroom ({h['policy'].upper()}, T={h['temperature']}): greedy {_ci(h['greedy'])}  "
+        f"pass@1 {_ci(h['pass@1'])}  pass@{n} {_ci(h[f'pass@{n}'])}  "
+        f"({_ci(h['pass_at_n_minus_greedy'], 'delta', '+')}; target +{t['pass_at_n_minus_greedy_min']:g}, "
+        f"greedy {lo:g}-{hi:g}: {'met' if t['met'] else 'not met'})"
+    )
 
 
 def print_summary(config, results: dict) -> None:

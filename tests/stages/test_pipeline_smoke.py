@@ -53,6 +53,22 @@ def test_smoke_pipeline_runs_every_stage_and_resumes(tmp_path):
     assert (run_dir / "rl" / "learning_curve.png").stat().st_size > 1000
     preds = json.loads((run_dir / "evaluate" / "predict_dev.json").read_text())
     assert len(preds) == ev["questions"]
+    # the SFT policy's headroom: greedy vs pass@1 / pass@N of its own samples (the rl stage ran, so they are
+    # sft_candidates, sampled apart from the RL policy's candidates)
+    n = 2  # configs/smoke.py: inference.best_of_n
+    h = ev["headroom"]
+    assert set(h) == {"policy", "n", "temperature", "greedy", "pass@1", f"pass@{n}", "pass_at_n_minus_greedy", "target"}
+    assert h["policy"] == "sft" and h["n"] == n
+    assert h["greedy"]["ex"] == pytest.approx(ev["methods"]["sft_greedy"]["ex"])
+    for key in ("greedy", "pass@1", f"pass@{n}"):
+        assert h[key]["ci95"][0] <= h[key]["ex"] <= h[key]["ci95"][1]
+    assert h["pass@1"]["ex"] <= h[f"pass@{n}"]["ex"] + 1e-9
+    assert h["pass_at_n_minus_greedy"]["delta"] == pytest.approx(h[f"pass@{n}"]["ex"] - h["greedy"]["ex"])
+    assert set(h["target"]) == {"pass_at_n_minus_greedy_min", "greedy_range", "met"}
+    assert "headroom (SFT, T=" in proc.stdout
+    rows = json.loads((run_dir / "inference" / "predictions.json").read_text())
+    assert all(r["policy_for_candidates"] == "rl" for r in rows)
+    assert all(len(r["sft_candidates"]) == n and set(r["sft_candidates"][0]) == {"sql", "signature"} for r in rows)
     # Rerunning the same command resumes: every stage is skipped.
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-4000:]
