@@ -3,7 +3,9 @@ verified Chain-of-CTEs, tree-edit-distance dedup, and (for a model trained from 
 
 Artefacts in ``run_dir/cold_start/``: ``train.jsonl`` / ``eval.jsonl`` (one record per question: ids,
 db path, prompt, gold SQL, CoCTE ``target``, difficulty; train records also list every kept CoCTE in
-``targets``, one SFT example each), ``tokenizer/``, ``metrics.json`` (conversion counts).
+``targets``, one SFT example each), ``rl.jsonl`` (only with ``data.rl_questions_per_db > 0``: the RL stage's
+questions, generated on the training databases apart from SFT's, same fields, gold SQL as ``target``),
+``tokenizer/``, ``metrics.json`` (conversion counts, ``rl_questions``).
 ``data.cocte_rewriter`` picks the candidates (rule: ``to_cocte``; model: rewrites sampled from the LLM at
 ``data.cocte_rewriter_path``; both); a candidate is *verified* when it is a CoCTE that executes to the
 same result as the gold query (BIRD set rule plus the same column count), see ``cocte_rewrites``.
@@ -19,7 +21,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from rewardsql_jax.data import MSchemaOptions, load_bird, load_spider, m_schema, reward_sql_prompt
-from rewardsql_jax.data.builtin import make_builtin_benchmark, train_bpe_tokenizer
+from rewardsql_jax.data.builtin import train_bpe_tokenizer
+from rewardsql_jax.data.builtin.generate import make_builtin_splits
 from rewardsql_jax.sql.cocte_checks import table_columns
 from rewardsql_jax.sql.to_cocte import convert_to_cocte
 
@@ -28,17 +31,20 @@ from .context import RunContext
 
 
 def load_benchmarks(ctx: RunContext):
-    """(train, eval) ``Benchmark``s for the configured data source."""
+    """(train, eval, rl) ``Benchmark``s for the configured data source; rl is None unless
+    ``data.rl_questions_per_db > 0`` (builtin only)."""
     d = ctx.config.data
     if d.source == "builtin":
-        return make_builtin_benchmark(
+        splits = make_builtin_splits(
             ctx.stage_dir("cold_start") / "data",
             seed=ctx.config.seed,
             n_train_dbs=d.n_train_dbs,
             n_test_dbs=d.n_test_dbs,
             questions_per_db=d.questions_per_db,
             rename_test_schemas=d.rename_test_schemas,
+            rl_questions_per_db=d.rl_questions_per_db,
         )
+        return splits.train, splits.test, splits.rl
     root = Path(d.root)
     if not root.exists():
         raise FileNotFoundError(f"data.root={root} does not exist; download the dataset and point data.root at it")
@@ -48,7 +54,7 @@ def load_benchmarks(ctx: RunContext):
             return load_spider(root, questions=split)
         return load_bird(root, split=split)
 
-    return (load(d.train_split) if d.train_split else None), load(d.eval_split)
+    return (load(d.train_split) if d.train_split else None), load(d.eval_split), None
 
 
 def _limit(examples, n, seed: int = 0):
@@ -99,7 +105,7 @@ def read_jsonl(path: Path) -> list[dict]:
 def run_cold_start(ctx: RunContext) -> dict:
     """Build the cold-start SFT set and the eval set; train a tokenizer when the model has none."""
     cfg, out = ctx.config, ctx.stage_dir("cold_start")
-    train, evaluation = load_benchmarks(ctx)
+    train, evaluation, rl = load_benchmarks(ctx)
     options = MSchemaOptions(example_num=cfg.data.schema_examples)
     schemas: dict[str, str] = {}
 
@@ -146,14 +152,20 @@ def run_cold_start(ctx: RunContext) -> dict:
     eval_records = [
         _record(ctx, ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval, cfg.seed)
     ]
+    rl_records = [_record(ctx, ex, prompt_of(ex), ex.gold_sql) for ex in rl.examples] if rl is not None else []
     write_jsonl(out / "train.jsonl", records)
     write_jsonl(out / "eval.jsonl", eval_records)
+    if rl is not None:
+        write_jsonl(out / "rl.jsonl", rl_records)
+    else:  # a stale file of an earlier run would otherwise become the RL stage's questions
+        (out / "rl.jsonl").unlink(missing_ok=True)
     tok_dir = _tokenizer(ctx, records, out / "tokenizer")
     return ctx.finish(
         "cold_start",
         {
             "train_questions": len(records),
             "eval_questions": len(eval_records),
+            "rl_questions": len(rl_records),  # 0 = RL trains on the SFT questions (train.jsonl)
             "cocte_rewriter": d.cocte_rewriter,
             "cocte_structured": sum(structured for _, structured in rules),
             "cocte_rule_verified": rule_verified,

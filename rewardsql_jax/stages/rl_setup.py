@@ -28,17 +28,27 @@ class RLStopped(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class RLData:
-    """Training questions whose prompt fits the model with ``max_new_tokens``; their prompt ids; the batch length."""
+    """Training questions whose prompt fits the model with ``max_new_tokens``; their prompt ids; the batch length;
+    ``source``: the cold_start file they came from (``rl.jsonl`` or ``train.jsonl``)."""
 
     records: list
     prompt_ids: list
     length: int
     dropped_too_long: int
+    source: str = "train.jsonl"
+
+
+def rl_questions_file(ctx: RunContext) -> str:
+    """``rl.jsonl`` when cold_start wrote RL questions apart from SFT's (``data.rl_questions_per_db > 0``), else
+    ``train.jsonl`` (RL on the SFT training questions)."""
+    return "rl.jsonl" if (ctx.run_dir / "cold_start" / "rl.jsonl").exists() else "train.jsonl"
 
 
 def rl_data(ctx: RunContext) -> RLData:
+    """The RL stage's questions (online and offline algorithms alike): ``rl_questions_file``'s records."""
     cfg, tok = ctx.config, ctx.tokenizer()
-    records = ctx.records("cold_start", "train.jsonl")
+    source = rl_questions_file(ctx)
+    records = ctx.records("cold_start", source)
     ids = [tok(r["prompt"], add_special_tokens=False).input_ids for r in records]
     budget = cfg.model.max_len - cfg.rl.max_new_tokens
     keep = [i for i, p in enumerate(ids) if len(p) <= budget]
@@ -52,6 +62,7 @@ def rl_data(ctx: RunContext) -> RLData:
         [ids[i] for i in keep],
         rl_length(max(len(ids[i]) for i in keep), cfg.rl.max_new_tokens),
         len(records) - len(keep),
+        source,
     )
 
 

@@ -29,7 +29,12 @@ SPIDER_SPLIT_FILES = (("train_split", "train", "train_spider.json"), ("eval_spli
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    """Where questions and databases come from. ``source="builtin"`` generates them (no download)."""
+    """Where questions and databases come from. ``source="builtin"`` generates them (no download).
+
+    ``rl_questions_per_db`` (builtin only): > 0 gives the RL stage its own questions, that many more per
+    training database (gold SQL unlike every SFT question's; fewer where the templates run out), written to
+    ``cold_start/rl.jsonl``; 0 = RL on the SFT training questions.
+    """
 
     source: str = "builtin"  # builtin | spider | bird
     root: str = ""  # dataset root for spider / bird
@@ -39,6 +44,7 @@ class DataConfig:
     n_train_dbs: int = 12
     n_test_dbs: int = 6
     questions_per_db: int = 40
+    rl_questions_per_db: int = 0  # builtin: RL questions per train DB unseen by SFT; 0 = RL on SFT's questions
     rename_test_schemas: bool = True  # builtin: test DBs use other table/column names than train
     schema_examples: int = 3  # M-Schema example values per column
     max_train: int = 0  # 0 = all
@@ -62,6 +68,14 @@ class DataConfig:
                 if getattr(self, name) == generic:
                     object.__setattr__(self, name, question_file)
         require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
+        n_rl = self.rl_questions_per_db
+        if not isinstance(n_rl, int) or isinstance(n_rl, bool) or n_rl < 0:
+            raise ValueError(f"data.rl_questions_per_db must be a non-negative int, got {n_rl!r}")
+        if n_rl and self.source != "builtin":
+            raise ValueError(
+                f"data.rl_questions_per_db={n_rl} needs data.source='builtin' (it generates questions of the "
+                f"training databases); with data.source={self.source!r} set it to 0"
+            )
         require_choice(self, "cocte_rewriter", ("rule", "model", "both"))
         require_positive(self, "cocte_rewrite_samples", "cocte_rewrite_max_new_tokens")
         if self.cocte_rewrite_temperature < 0:
