@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import collections
 import json
+import math
+from pathlib import Path
 
 import numpy as np
 
@@ -60,6 +62,21 @@ def quadrants(pr_scores, correct, threshold: float = 0.5) -> dict:
     for s, c in zip(pr_scores, correct):
         table[f"{'+' if s >= threshold else '-'}PR/{'+' if c else '-'}OR"] += 1
     return {k: v / n for k, v in table.items()}
+
+
+def quadrant_threshold(run_dir) -> dict:
+    """The quadrant table's +PR cut: ``heldout.threshold`` of ``run_dir/prm/metrics.json`` (the held-out steps'
+    cut of best balanced accuracy, ``stats.balanced_threshold``) when the prm stage wrote one with a defined
+    balanced accuracy, else 0.5. ``{"value", "source"}`` as recorded in evaluate's ``quadrant_threshold``."""
+    path = Path(run_dir) / "prm" / "metrics.json"
+    try:
+        heldout = json.loads(path.read_text()).get("heldout") or {}
+    except (OSError, ValueError):
+        heldout = {}
+    t, bacc = heldout.get("threshold"), heldout.get("balanced_accuracy")
+    if isinstance(t, (int, float)) and math.isfinite(t) and isinstance(bacc, (int, float)) and math.isfinite(bacc):
+        return {"value": float(t), "source": "prm heldout balanced accuracy"}
+    return {"value": 0.5, "source": "default 0.5"}
 
 
 def curves(candidates_correct, candidate_scores, aggregation: str, ns) -> dict:
@@ -121,8 +138,9 @@ def run_evaluate(ctx: RunContext) -> dict:
     if not methods:
         raise ValueError("inference/predictions.json holds no predictions; rerun the inference stage")
     curve, quad, cand_correct = None, None, None
+    threshold = quadrant_threshold(ctx.run_dir)
     if preds and preds[0]["candidates"]:
-        curve, quad, cand_correct = _candidate_metrics(ctx, records, preds, out)
+        curve, quad, cand_correct = _candidate_metrics(ctx, records, preds, out, threshold["value"])
     best = max(table, key=table.get)
     _write_official(out, records, [p.get(best) for p in preds], cfg.data.source)
     evidence = evidence_table({EVIDENCE_NAMES[m]: verdicts[m] for m in methods}, COMPARISONS, seed=cfg.seed)
@@ -132,6 +150,7 @@ def run_evaluate(ctx: RunContext) -> dict:
             "ex": table,
             "ex_by_difficulty": by_diff,
             "quadrants": quad,
+            "quadrant_threshold": threshold if quad is not None else None,
             "curves": curve,
             "ex_mode": cfg.data.ex_mode,
             "questions": len(records),
@@ -142,8 +161,9 @@ def run_evaluate(ctx: RunContext) -> dict:
     )
 
 
-def _candidate_metrics(ctx, records, preds, out):
-    """pass@n / PRM@n curves (+ PNG) and the PR/OR quadrant table from the sampled candidates."""
+def _candidate_metrics(ctx, records, preds, out, threshold: float = 0.5):
+    """pass@n / PRM@n curves (+ PNG) and the PR/OR quadrant table (+PR: score >= ``threshold``) from the sampled
+    candidates."""
     flat = [(r, c["sql"]) for r, p in zip(records, preds) for c in p["candidates"]]
     flat_ok = _ex(ctx, [r for r, _ in flat], [s for _, s in flat])
     it = iter(flat_ok)
@@ -157,7 +177,8 @@ def _candidate_metrics(ctx, records, preds, out):
     quad = None
     if has_prm:  # PR of the first sampled candidate vs its outcome, as the paper's quadrant table
         pr = [aggregate_steps(p["candidates"][0]["step_scores"], agg) for p in preds]
-        quad = quadrants(pr, [c[0] for c in cand_correct])
+        # threshold is calibrated on single step scores; fine for min aggregation (PR >= t iff every step >= t)
+        quad = quadrants(pr, [c[0] for c in cand_correct], threshold)
     return curve, quad, cand_correct
 
 

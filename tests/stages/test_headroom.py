@@ -1,5 +1,6 @@
 """The evaluate stage's ``headroom`` block: SFT greedy EX vs pass@1 / pass@N of the SFT policy's own samples."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -83,3 +84,27 @@ def test_headroom_summary_line():
     assert line.startswith("headroom (SFT, T=0.7): greedy 25.0 [")
     assert "pass@1 50.0 [" in line and "pass@2 75.0 [" in line and "(+50.0 [" in line
     assert line.endswith("; target +10, greedy 20-60: met)")
+
+
+def test_quadrants_use_the_given_threshold():
+    # a correct prediction scored 0.3: +PR/+OR at the calibrated cut 0.2, -PR/+OR at the old fixed 0.5
+    assert evaluate.quadrants([0.3, 0.1], [True, False], threshold=0.2) == {
+        "+PR/+OR": 0.5,
+        "+PR/-OR": 0.0,
+        "-PR/+OR": 0.0,
+        "-PR/-OR": 0.5,
+    }
+    assert evaluate.quadrants([0.3], [True])["-PR/+OR"] == 1.0
+
+
+def test_quadrant_threshold_reads_prm_metrics(tmp_path):
+    assert evaluate.quadrant_threshold(tmp_path) == {"value": 0.5, "source": "default 0.5"}
+    (tmp_path / "prm").mkdir()
+    metrics = tmp_path / "prm" / "metrics.json"
+    metrics.write_text(json.dumps({"heldout": {"auc": 0.8, "threshold": 0.2, "balanced_accuracy": 0.75}}))
+    assert evaluate.quadrant_threshold(tmp_path) == {"value": 0.2, "source": "prm heldout balanced accuracy"}
+    # single-class held-out steps (balanced accuracy NaN) or an older prm stage without a threshold: 0.5
+    metrics.write_text(json.dumps({"heldout": {"threshold": 0.5, "balanced_accuracy": float("nan")}}))
+    assert evaluate.quadrant_threshold(tmp_path)["source"] == "default 0.5"
+    metrics.write_text(json.dumps({"heldout": {"auc": 0.8}}))
+    assert evaluate.quadrant_threshold(tmp_path) == {"value": 0.5, "source": "default 0.5"}
