@@ -8,12 +8,13 @@ Train databases use every domain under naming 0; test databases are fresh instan
 rows, other db_ids) under naming 1 (other table/column names), so the test split is held out
 by database, content and schema spelling. Everything is drawn from `random.Random` seeded by
 (seed, db_id): the same arguments give the same files byte for byte. The RL questions of a train
-database continue its stream after its train questions, so asking for them leaves train.json and
-test.json unchanged; their gold SQL differs from every train question's of that database.
+database are a seeded random share of one pool drawn with its train questions (the same template mix);
+test.json is unchanged by asking for them, and their gold SQL differs from every train question's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import sqlite3
@@ -112,9 +113,11 @@ def generate_split_questions(
     extra_per_db: int = 0,
 ) -> SplitQuestions:
     """Write the databases of one split; return their questions and up to `extra_per_db` extra questions per
-    database, drawn after that database's questions from the same rng stream (so `questions` do not depend on
-    `extra_per_db`), none with the gold SQL of a question of that database (nor of another extra one). Extra
-    ids count from 0 (renumber them to keep ids unique). db_specs: (db_id, domain index, naming)."""
+    database. With `extra_per_db` > 0 each database's `questions_per_db + extra_per_db` distinct questions are
+    drawn as one pool and a seeded random `extra_per_db` of them become the extra ones (the rest, still
+    `questions_per_db`, the split's questions): both follow one template mix, and no extra question repeats a
+    question's gold SQL. Extra ids count from 0 (renumber them to keep ids unique). db_specs: (db_id, domain
+    index, naming)."""
     questions: list[BuiltinQuestion] = []
     extra: list[BuiltinQuestion] = []
     for db_id, domain_index, naming in db_specs:
@@ -122,10 +125,18 @@ def generate_split_questions(
         inst = generate_instance(db_id, DOMAINS[domain_index], naming, rng)
         path = sqlite_path(root / "database", db_id)
         write_sqlite(inst, path)
-        seen: set = set()
-        questions += _questions(inst, path, questions_per_db, rng, start_id + len(questions), seen)
-        if extra_per_db:
-            extra += _questions(inst, path, extra_per_db, rng, len(extra), seen, EXTRA_ROUND_FACTOR)
+        if not extra_per_db:
+            questions += _questions(inst, path, questions_per_db, rng, start_id + len(questions))
+            continue
+        # one pool of the same template mix, split at random: the extra questions are like the others, not the
+        # leftovers of templates with many instances (small-space templates would be used up by the first draw)
+        pool = _questions(inst, path, questions_per_db + extra_per_db, rng, 0, round_factor=EXTRA_ROUND_FACTOR)
+        n_extra = min(extra_per_db, max(0, len(pool) - questions_per_db))
+        chosen = set(rng.sample(range(len(pool)), n_extra))
+        for i, q in enumerate(pool):
+            into, first_id = (extra, 0) if i in chosen else (questions, start_id)
+            example = dataclasses.replace(q.example, question_id=first_id + len(into))
+            into.append(BuiltinQuestion(example, q.kind))
     return SplitQuestions(questions, extra)
 
 
@@ -176,12 +187,13 @@ def make_builtin_splits(
     rl_questions_per_db: int = 0,
 ) -> BuiltinSplits:
     """Generate the train / test (and, when ``rl_questions_per_db > 0``, RL) splits under `root`; deterministic
-    in all arguments. See ``make_builtin_benchmark`` for train / test, which ``rl_questions_per_db`` leaves
-    byte for byte unchanged.
+    in all arguments. See ``make_builtin_benchmark`` for train / test (test byte for byte unchanged by
+    ``rl_questions_per_db``).
 
-    RL questions: up to ``rl_questions_per_db`` more verified questions per train database, drawn after its
-    train questions, each with a gold SQL that no train question of the database has (nor another RL
-    question): questions on the databases SFT trained on that SFT did not see. A template space with fewer
+    RL questions: ``questions_per_db + rl_questions_per_db`` distinct verified questions are drawn per train
+    database and a seeded random ``rl_questions_per_db`` of them are the RL questions, the rest the train
+    questions: one template mix, no gold SQL shared, questions on the databases SFT trained on that SFT did
+    not see. A template space with fewer
     distinct questions gives fewer (``len(rl)`` says how many). Their ids follow the test ids; written to
     ``rl.json`` (a stale one is removed when ``rl_questions_per_db=0``).
     """

@@ -1,5 +1,5 @@
 """RL questions of the built-in benchmark: more questions on the train databases, none with an SFT gold SQL,
-deterministic in the seed, and train.json / test.json untouched by asking for them."""
+deterministic in the seed, split at random from one pool with the train questions (one template mix), test.json untouched."""
 
 import json
 import sqlite3
@@ -23,16 +23,15 @@ def rl_run(tmp_path_factory):
     return root, make_builtin_splits(root, seed=5, rl_questions_per_db=30, **KW)
 
 
-def test_train_and_test_files_are_unchanged_by_the_option(tmp_path, rl_run):
+def test_train_and_rl_questions_split_one_pool_and_test_is_unchanged(tmp_path, rl_run):
     root, splits = rl_run
-    plain_train, plain_test = make_builtin_benchmark(tmp_path, seed=5, **KW)
-    for name in ("train.json", "test.json"):
-        assert (root / name).read_bytes() == (tmp_path / name).read_bytes(), name
-    assert key(splits.train) == key(plain_train) and key(splits.test) == key(plain_test)
+    make_builtin_benchmark(tmp_path / "plain", seed=5, **KW)
+    assert (root / "test.json").read_bytes() == (tmp_path / "plain" / "test.json").read_bytes()
+    pool_train, _ = make_builtin_benchmark(tmp_path, seed=5, **{**KW, "questions_per_db": 50})
+    pool = Counter((e.db_id, e.gold_sql) for e in pool_train)  # the same 50 questions per database
+    assert Counter((e.db_id, e.gold_sql) for e in splits.train.examples + splits.rl.examples) == pool
+    assert Counter(e.db_id for e in splits.train) == {db: 20 for db in splits.train.db_ids}
     assert not (tmp_path / "rl.json").exists()
-    for db in splits.train.db_ids + splits.test.db_ids:  # the databases too
-        rel = f"database/{db}/{db}.sqlite"
-        assert (root / rel).read_bytes() == (tmp_path / rel).read_bytes()
 
 
 def test_rl_questions_are_new_distinct_verified_and_on_train_databases(rl_run):
