@@ -1,5 +1,5 @@
 """The SFT stage on ``training.fit``: with ``sft.checkpoint_every`` a run stopped mid-way resumes from its
-checkpoint to the parameters of an uninterrupted run."""
+checkpoint to the parameters of an uninterrupted run, with independent rows and with schema-prefix groups."""
 
 import dataclasses
 
@@ -31,13 +31,16 @@ def _params(run_dir):
 
 
 @pytest.mark.slow
-def test_a_stopped_sft_resumes_to_the_uninterrupted_params(tmp_path, monkeypatch):
-    whole = run_pipeline(dataclasses.replace(CFG, run_dir=str(tmp_path / "whole")), log=lambda *_: None)["sft"]
-    assert whole["resumed_from_step"] == 0
+@pytest.mark.parametrize("prefix_group", [0, 2])
+def test_a_stopped_sft_resumes_to_the_uninterrupted_params(tmp_path, monkeypatch, prefix_group):
+    cfg = dataclasses.replace(CFG, sft=dataclasses.replace(CFG.sft, prefix_group=prefix_group))
+    whole = run_pipeline(dataclasses.replace(cfg, run_dir=str(tmp_path / "whole")), log=lambda *_: None)["sft"]
+    assert whole["resumed_from_step"] == 0 and whole["prefix_group"] == prefix_group
+    assert whole["loss_curve"][-1][1] < whole["loss_curve"][0][1]  # it learns
 
     real_fit = sft.fit
     monkeypatch.setattr(sft, "fit", lambda *a, **kw: real_fit(*a, **{**kw, "stop_after": 3}))
-    stopped = dataclasses.replace(CFG, run_dir=str(tmp_path / "stopped"))
+    stopped = dataclasses.replace(cfg, run_dir=str(tmp_path / "stopped"))
     with pytest.raises(StoppedEarly, match=r"sft stopped after 3 step\(s\) at step 3/6"):
         run_pipeline(stopped, log=lambda *_: None)
     monkeypatch.setattr(sft, "fit", real_fit)
