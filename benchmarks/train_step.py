@@ -4,7 +4,10 @@ Ours: ``training.make_train_step`` (jitted, donated state; AdamW + global-norm c
 same architecture as ``transformers.Qwen2ForCausalLM`` (fp32, eager attention), ``torch.optim.AdamW`` and
 ``clip_grad_norm_``; the SFT loss is the model's own shifted cross-entropy, the GRPO loss TRL's formula
 (clipped ratio, k3 KL to precomputed reference log-probs, per-sequence token mean). Compile time (ours) and
-the first torch step are excluded and reported apart. Tokens/s counts every position of the [B, T] batch.
+the first torch step are excluded and reported apart. Ours passes ``target_tokens`` (the batch's most loss /
+completion tokens in a row) so the vocabulary projection runs at those positions only, as the SFT stage does;
+the loss and gradients are those of the full projection (``tests/training/test_family_adapters.py``);
+``--full-projection`` projects every position, as torch does. Tokens/s counts every position of the [B, T] batch.
 On a GPU, model FLOPs utilisation uses 6 * params * tokens + attention (12 * L * T * d per token), against
 ``--peak-tflops`` (default: H100/H200 dense bf16, 989).
 
@@ -106,13 +109,16 @@ def _median_time(fn, iters):
     return statistics.median(times)
 
 
-def bench_jax(shape, loss, iters, dtype):
+def bench_jax(shape, loss, iters, dtype, full_projection=False):
     sft, rl = make_batches(shape)
     cfg = model_config(shape, dtype)
     state = create_train_state(build_model(cfg), make_optimizer(OptimizerConfig(learning_rate=LR)))
-    opts = {} if loss == "sft" else {"clip_eps": CLIP_EPS, "beta": BETA}
-    step = make_train_step(state.graphdef, loss, opts)
     batch = sft if loss == "sft" else rl
+    opts = {} if loss == "sft" else {"clip_eps": CLIP_EPS, "beta": BETA}
+    if not full_projection:  # vocab projection at the loss positions only (same loss and gradients)
+        mask = sft.loss_mask if loss == "sft" else rl.completion_mask
+        opts["target_tokens"] = int(np.asarray(mask)[:, 1:].sum(axis=1).max())
+    step = make_train_step(state.graphdef, loss, opts)
     box = {"state": state}
 
     def one():
@@ -196,6 +202,11 @@ def main():
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch side")
     p.add_argument("--dtype", default="float32", help="JAX compute dtype (master weights stay fp32)")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="accelerator peak for MFU (GPU only)")
+    p.add_argument(
+        "--full-projection",
+        action="store_true",
+        help="ours projects every position onto the vocabulary (no target_tokens), as torch does",
+    )
     p.add_argument("--shape", choices=sorted(SHAPES), action="append", help="only these shapes (repeatable)")
     p.add_argument("--batch", type=int, default=None, help="override the shapes' batch size (e.g. an MFU run)")
     p.add_argument("--seq", type=int, default=None, help="override the shapes' sequence length")
@@ -214,7 +225,7 @@ def main():
     )
     for shape in shapes:
         for loss in ("sft", "grpo"):
-            ours, n = bench_jax(shape, loss, args.iters, args.dtype)
+            ours, n = bench_jax(shape, loss, args.iters, args.dtype, args.full_projection)
             ref = None if args.no_torch else bench_torch(shape, loss, args.iters)
             bt = f"{SHAPES[shape]['batch']}x{SHAPES[shape]['seq']}"
             torch_col = f"{ref.tokens_per_s:11.1f}" if ref else f"{'-':>11}"

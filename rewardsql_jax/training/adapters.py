@@ -35,7 +35,13 @@ from rewardsql_jax.models.shared_prefix import shared_prefix_hidden
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
 from .batch import GroupedRLBatch, GroupedSFTBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
-from .logprobs import sequence_logprobs, sequence_logprobs_and_entropy, shared_prefix_logprobs, summed_logprobs
+from .logprobs import (
+    _hidden_logprobs,
+    sequence_logprobs,
+    sequence_logprobs_and_entropy,
+    shared_prefix_logprobs,
+    summed_logprobs,
+)
 
 # Options the adapters consume themselves; every other loss option goes to the loss function.
 ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids", "target_tokens")
@@ -127,9 +133,31 @@ def _rl_logprobs(model, batch, opts, *, with_entropy: bool = False):
         )
     if with_entropy:
         return sequence_logprobs_and_entropy(model, batch.input_ids, batch.attention_mask, **kw)
+    k = opts.get("target_tokens")
+    if k is not None and k < batch.input_ids.shape[1] - 1:
+        return _rl_target_logprobs(model, batch, opts, k)
     return sequence_logprobs(
         model, batch.input_ids, batch.attention_mask, chunk_size=opts.get("logprob_chunk_size"), **kw
     )
+
+
+def _rl_target_logprobs(model, batch, opts, k):
+    """``target_tokens=K`` on an RLBatch: the vocabulary projection only at each row's first K completion
+    positions ([B, K, V] logits instead of [B, T, V]), as in ``_next_token_inputs``; K must bound every row's
+    completion tokens. The other entries of the [B, T] result are 0 and masked out by the loss (``_grpo``
+    replaces them by the old log-probs, so ratios there are 1 and finite)."""
+    hidden = model.hidden_states(batch.input_ids, batch.attention_mask)[:, :-1]
+    targets = jnp.asarray(batch.input_ids)[:, 1:]
+    mask = jnp.asarray(batch.completion_mask, jnp.float32)[:, 1:]
+    pos = jnp.argsort(-mask, axis=1, stable=True)[:, :k]
+    hidden = jnp.take_along_axis(hidden, pos[..., None], axis=1)
+    lp = _hidden_logprobs(
+        model, hidden, jnp.take_along_axis(targets, pos, axis=1), opts.get("temperature", 1.0),
+        opts.get("logprob_chunk_size"),
+    )
+    rows = jnp.arange(pos.shape[0])[:, None]
+    out = jnp.zeros(mask.shape, lp.dtype).at[rows, pos].set(lp)
+    return jnp.pad(out, ((0, 0), (1, 0)))
 
 
 def _rows(batch, x):
@@ -251,7 +279,10 @@ def _grpo(model, ref_model, batch: RLBatch, loss_fn, opts):
         lp = _rl_logprobs(model, batch, own)
     mask, old, adv = _flat(batch, "completion_mask", "old_logprobs", "advantages")
     mask = jnp.asarray(mask, jnp.float32)
-    loss, metrics = loss_fn(_rows(batch, lp), old, adv, mask, ref_logprobs=_rows(batch, ref), **opts)
+    lp = _rows(batch, lp)
+    if own.get("target_tokens") is not None and old is not None and not isinstance(batch, GroupedRLBatch):
+        lp = jnp.where(mask > 0, lp, jax.lax.stop_gradient(jnp.asarray(old, lp.dtype)))
+    loss, metrics = loss_fn(lp, old, adv, mask, ref_logprobs=_rows(batch, ref), **opts)
     agg = opts.get("agg", "grpo")
     total, count = _rescale(loss, _pg_count(mask, agg, opts.get("max_len")), floor_one=agg != "dr_grpo")
     return WeightedLoss(total, count, metrics)

@@ -95,3 +95,16 @@ def test_sft_target_tokens_bound_gives_the_same_step():
     _assert_same(
         _params_after("sft", {**weighted, "target_tokens": 8}, batch)[0], _params_after("sft", weighted, batch)[0]
     )
+
+
+def test_grpo_target_tokens_bound_gives_the_same_step():
+    """``target_tokens=K`` on an RLBatch: log-probs (and the vocabulary projection) only at each row's first
+    K completion positions; same update and metrics as the full [B, T, V] projection."""
+    batch = rl_batch()  # 12 positions, completion on the last 8 of each row
+    k = int(np.asarray(batch.completion_mask)[:, 1:].sum(axis=1).max())
+    for opts in ({"clip_eps": 0.2, "beta": 0.04}, {"clip_eps": 0.2, "beta": 0.0, "agg": "dapo"}):
+        full, m_full = _params_after("grpo", opts, batch)
+        sparse, m_sparse = _params_after("grpo", {**opts, "target_tokens": k}, batch)
+        _assert_same(sparse, full)
+        for name in m_full:
+            assert float(m_sparse[name]) == pytest.approx(float(m_full[name]), rel=1e-5, abs=1e-7), name
