@@ -152,7 +152,10 @@ def _rl_target_logprobs(model, batch, opts, k):
     pos = jnp.argsort(-mask, axis=1, stable=True)[:, :k]
     hidden = jnp.take_along_axis(hidden, pos[..., None], axis=1)
     lp = _hidden_logprobs(
-        model, hidden, jnp.take_along_axis(targets, pos, axis=1), opts.get("temperature", 1.0),
+        model,
+        hidden,
+        jnp.take_along_axis(targets, pos, axis=1),
+        opts.get("temperature", 1.0),
         opts.get("logprob_chunk_size"),
     )
     rows = jnp.arange(pos.shape[0])[:, None]
