@@ -36,7 +36,7 @@ from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
 from .batch import GroupedRLBatch, GroupedSFTBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
 from .logprobs import (
-    _hidden_logprobs,
+    hidden_logprobs,
     sequence_logprobs,
     sequence_logprobs_and_entropy,
     shared_prefix_logprobs,
@@ -151,7 +151,7 @@ def _rl_target_logprobs(model, batch, opts, k):
     mask = jnp.asarray(batch.completion_mask, jnp.float32)[:, 1:]
     pos = jnp.argsort(-mask, axis=1, stable=True)[:, :k]
     hidden = jnp.take_along_axis(hidden, pos[..., None], axis=1)
-    lp = _hidden_logprobs(
+    lp = hidden_logprobs(
         model,
         hidden,
         jnp.take_along_axis(targets, pos, axis=1),

@@ -32,11 +32,11 @@ def sequence_logprobs(
     in the forward or the backward pass.
     """
     hidden = model.hidden_states(input_ids, attention_mask)[:, :-1]
-    lp = _hidden_logprobs(model, hidden, jnp.asarray(input_ids)[:, 1:], temperature, chunk_size)
+    lp = hidden_logprobs(model, hidden, jnp.asarray(input_ids)[:, 1:], temperature, chunk_size)
     return jnp.pad(lp, ((0, 0), (1, 0)))
 
 
-def _hidden_logprobs(model, hidden, targets, temperature, chunk_size):
+def hidden_logprobs(model, hidden, targets, temperature, chunk_size):
     """log p(targets) from hidden states ``[B, T, D]`` (vocab projection chunked when asked)."""
     if chunk_size is None or chunk_size >= hidden.shape[1]:
         return target_logprobs(model.logits_from_hidden(hidden), targets, temperature=temperature)
@@ -82,7 +82,7 @@ def shared_prefix_logprobs(
     if with_entropy:
         lp, entropy = _hidden_logprobs_and_entropy(model, hidden, targets, temperature)
         return lp.reshape(p, g, lc), entropy.reshape(p, g, lc)
-    return _hidden_logprobs(model, hidden, targets, temperature, chunk_size).reshape(p, g, lc)
+    return hidden_logprobs(model, hidden, targets, temperature, chunk_size).reshape(p, g, lc)
 
 
 def _chunked(model, hidden, targets, temperature, chunk_size):
