@@ -14,7 +14,6 @@ test.json is unchanged by asking for them, and their gold SQL differs from every
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import sqlite3
@@ -135,7 +134,7 @@ def generate_split_questions(
         chosen = set(rng.sample(range(len(pool)), n_extra))
         for i, q in enumerate(pool):
             into, first_id = (extra, 0) if i in chosen else (questions, start_id)
-            example = dataclasses.replace(q.example, question_id=first_id + len(into))
+            example = replace(q.example, question_id=first_id + len(into))
             into.append(BuiltinQuestion(example, q.kind))
     return SplitQuestions(questions, extra)
 
