@@ -104,10 +104,16 @@ class OnlineAlgorithm(RLAlgorithm):
                 f"rl.algorithm={self.name!r} normalises rewards within a group of samples of one "
                 f"prompt; set rl.samples_per_prompt >= 2 (paper: 8)"
             )
-        if rl.shared_prefix and rl.prompts_per_step % m:
+        per_step = rl.prompts_per_step // rl.mini_batches
+        one_step = (
+            f"rl.prompts_per_step={per_step}"
+            if rl.mini_batches == 1
+            else f"the prompts of one optimizer step, rl.prompts_per_step / rl.mini_batches = {per_step}"
+        )
+        if rl.shared_prefix and per_step % m:
             raise ValueError(
                 f"rl.shared_prefix=true splits micro-batches by prompt group: mesh.micro_batches={m} "
-                f"must divide rl.prompts_per_step={rl.prompts_per_step} (or set rl.shared_prefix=false)"
+                f"must divide {one_step} (or set rl.shared_prefix=false)"
             )
 
 

@@ -8,8 +8,8 @@
              (EXPO-SQL clause rewards too when the algorithm wants them)
   reward     PRM step scores of the completions (algorithms with ``needs_prm``)
   advantage  the algorithm's ``update`` (advantages / token rewards) laid out as the train batch
-  update     one optimizer step of the algorithm's loss on the whole batch (``mesh.micro_batches`` only splits
-             it for memory)
+  update     ``rl.epochs`` passes of ``rl.mini_batches`` optimizer steps of the algorithm's loss over the batch
+             (default one step on the whole batch; ``mesh.micro_batches`` only splits a step for memory)
 
 ``rl_iteration(inputs, state, step)`` is that iteration; ``RLInputs`` holds everything it reads.
 """
@@ -117,9 +117,13 @@ def rl_iteration(inputs: RLInputs, state, step: int):
             pad_id=inputs.pad_id,
             completion_length=inputs.completion_length,
         )
-    with timer.phase("update"):
-        state, m = inputs.step_fn(state, batch)
-        metrics = jax.device_get(m)
+    with timer.phase("update"):  # rl.epochs passes of rl.mini_batches optimizer steps over the rollouts
+        ms = []
+        for _epoch in range(rl.epochs):
+            for part in rl_update.mini_batches(batch, rl.mini_batches):
+                state, m = inputs.step_fn(state, part)
+                ms.append(m)
+        metrics = rl_update.mean_metrics(jax.device_get(ms))
     return state, {**step_record(step, ro, upd, metrics, timer.seconds, time.perf_counter() - t0), **extra}
 
 

@@ -208,6 +208,9 @@ class RLConfig:
     filter_groups: bool = False  # DAPO dynamic sampling: draw more questions until every group of the batch
     # has reward spread (verl filter_groups); group-normalised algorithms only
     filter_groups_max_draws: int = 3  # draws per step at most; then uninformative groups fill the batch
+    mini_batches: int = 1  # optimizer steps per rollout batch, each on whole prompt groups (paper: 48 prompts
+    # x 8 samples in mini-batches of 64; verl ppo_mini_batch_size); must divide prompts_per_step
+    epochs: int = 1  # passes over the rollout batch (verl ppo_epochs); later steps are off-policy (clip_eps)
 
     def __post_init__(self):
         from rewardsql_jax.rl import get_algorithm, policy_loss
@@ -222,7 +225,12 @@ class RLConfig:
         )
         if self.stop_after < 0:
             raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")
-        require_positive(self, "filter_groups_max_draws")
+        require_positive(self, "filter_groups_max_draws", "mini_batches", "epochs")
+        if self.prompts_per_step % self.mini_batches:
+            raise ValueError(
+                f"rl.mini_batches={self.mini_batches} must divide rl.prompts_per_step={self.prompts_per_step} "
+                f"(each optimizer step trains whole prompt groups)"
+            )
         if self.prompts_per_sampler_call < 0 or (
             self.prompts_per_sampler_call and self.prompts_per_step % self.prompts_per_sampler_call
         ):

@@ -365,7 +365,7 @@ def _reinforce_pp(model, ref_model, batch: RLBatch, loss_fn, opts):
     mask = jnp.asarray(mask, jnp.float32)
     # token_rewards already hold the whitened advantages: gamma=0, no KL, no whitening makes A_t = r_t.
     loss, metrics = loss_fn(lp, old, advantages, mask, gamma=0.0, kl_coef=0.0, whiten=False, **opts)
-    metrics = {k: v for k, v in metrics.items() if k.startswith("clip_ratio")}
+    metrics = {k: v for k, v in metrics.items() if k.startswith(("clip_ratio", "ratio/"))}
     total, count = _rescale(loss, _pg_count(mask, opts.get("agg", "token_mean"), None))
     return WeightedLoss(total, count, metrics)
 

@@ -158,6 +158,7 @@ def test_unknown_names_list_the_registered_ones(kw, match):
         (dict(algorithm="grpo", samples_per_prompt=1), {}, "samples_per_prompt >= 2"),
         (dict(temperature=0.0), {}, "temperature > 0"),
         (dict(prompts_per_step=3), dict(micro_batches=2), "must divide rl.prompts_per_step=3"),
+        (dict(prompts_per_step=4, mini_batches=2), dict(micro_batches=4), "must divide the prompts of one optimizer"),
         (dict(algorithm="dpo", algorithm_options={"x": 1}), {}, "takes no rl.algorithm_options"),
     ],
 )

@@ -172,6 +172,26 @@ def test_clear_errors(base, tmp_path):
         _run(three, run)
 
 
+def test_mini_batches_and_epochs_take_several_optimizer_steps_per_rollout_batch(base, tmp_path):
+    """rl.mini_batches=2 x rl.epochs=2: four optimizer steps per iteration on the same rollouts; the first is
+    on-policy (ratio 1), the later ones are not, so the logged (averaged) ratio spread is > 0, where one step
+    on the whole batch logs ratio 1 exactly as sampled."""
+    one = _copy(base, tmp_path, "one")
+    four = _copy(base, tmp_path, "four")
+    _sane_online(_run(base, one), 2)  # reinforce_pp: its clause rewards differ even for this tiny policy
+    _sane_online(_run(base, four, mini_batches=2, epochs=2), 2)
+
+    def ratio_std(run):
+        records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+        return [r["loss_metrics"]["ratio/std"] for r in records if r.get("stage") == "rl" and "loss_metrics" in r]
+
+    assert max(ratio_std(one)) < 1e-3
+    assert min(ratio_std(four)) > 1e-3
+    assert _changed(four)
+    with pytest.raises(ValueError, match="mini_batches=3 must divide rl.prompts_per_step=2"):
+        RLConfig(prompts_per_step=2, mini_batches=3)
+
+
 def test_filter_groups_draws_until_groups_have_reward_spread(base, tmp_path):
     """DAPO dynamic sampling through the stage: every step logs its draws; the batch keeps its shape (the step
     compiles once: the run finishes), the informative groups are counted from the executed rewards."""
