@@ -1,4 +1,5 @@
-"""Checkpoints: kill-and-resume equals an uninterrupted run, keep-N, NaN stop with the last good checkpoint, HF export."""
+"""Checkpoints: kill-and-resume (with the data iterator's position) equals an uninterrupted run, keep-N, NaN stop
+with the last good checkpoint (through ``fit``), HF export."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 from rewardsql_jax.data.grain_pipelines import PipelineConfig, sft_dataset
 from rewardsql_jax.models import from_pretrained
 from rewardsql_jax.training.checkpoint import Checkpointer, export_pretrained, restore_latest
-from rewardsql_jax.training.loop import NonFiniteLossError, train
+from rewardsql_jax.training.fit import NonFiniteLossError, fit
 from rewardsql_jax.training.step import make_train_step
+from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 from _train_tiny import tiny_state
 
@@ -49,19 +51,24 @@ def uninterrupted():
     return step, states
 
 
+def _run(state, step, it, *, until, ckpt, save_every):
+    """Steps until ``state.step == until``, checkpointing the state and the iterator's position every
+    ``save_every`` steps and at the end."""
+    while int(state.step) < until:
+        state, _ = step(state, next(it))
+        if int(state.step) % save_every == 0 or int(state.step) == until:
+            ckpt.save(state, data_iterator=it)
+    ckpt.wait()
+    return state
+
+
 def test_kill_and_resume_reaches_the_same_parameters(tmp_path, uninterrupted):
+    """The state and the Grain iterator's position come back from disk: the resumed run draws the batches the
+    uninterrupted one drew and reaches its parameters bit for bit."""
     _, states = uninterrupted
     ckpt = Checkpointer(tmp_path / "run", max_to_keep=2)
     state = tiny_state()
-    state, _ = train(
-        state,
-        make_train_step(state.graphdef, "sft"),
-        _iterator(),
-        num_steps=K,
-        checkpointer=ckpt,
-        save_every=2,
-        progress=False,
-    )
+    state = _run(state, make_train_step(state.graphdef, "sft"), _iterator(), until=K, ckpt=ckpt, save_every=2)
     ckpt.close()
     del state, ckpt  # the "kill": nothing of the first run survives but the files
 
@@ -72,18 +79,8 @@ def test_kill_and_resume_reaches_the_same_parameters(tmp_path, uninterrupted):
     assert int(state.step) == K
     for got, want in zip(_leaves(state), states[K - 1]):
         np.testing.assert_array_equal(got, want)
-    state, history = train(
-        state,
-        make_train_step(state.graphdef, "sft"),
-        it,
-        num_steps=K + N,
-        checkpointer=ckpt,
-        save_every=2,
-        log_every=1,
-        progress=False,
-    )
+    state = _run(state, make_train_step(state.graphdef, "sft"), it, until=K + N, ckpt=ckpt, save_every=2)
     ckpt.close()
-    assert [h["step"] for h in history] == list(range(K + 1, K + N + 1))
     for got, want in zip(_leaves(state), states[-1]):
         np.testing.assert_array_equal(got, want)  # deterministic CPU: bit-identical
 
@@ -91,7 +88,7 @@ def test_kill_and_resume_reaches_the_same_parameters(tmp_path, uninterrupted):
 def test_keep_n_deletes_old_checkpoints(tmp_path, uninterrupted):
     step, _ = uninterrupted
     ckpt = Checkpointer(tmp_path / "keep", max_to_keep=2)
-    train(tiny_state(), step, _iterator(), num_steps=5, checkpointer=ckpt, save_every=1, progress=False)
+    _run(tiny_state(), step, _iterator(), until=5, ckpt=ckpt, save_every=1)
     ckpt.close()
     assert Checkpointer(tmp_path / "keep").all_steps() == [4, 5]
     assert sorted(p.name for p in (tmp_path / "keep").iterdir() if p.name.isdigit()) == ["4", "5"]
@@ -109,31 +106,35 @@ class _PoisonAt:
         w = np.full((batch.batch_size,), np.nan if self.i == self.bad else 1.0, np.float32)
         return batch.replace(weights=w)
 
-    def get_state(self):
-        return self.it.get_state()
-
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, uninterrupted):
+    """Through ``fit`` (the one training loop): the third batch's loss is NaN, its update is not applied, the loop
+    stops and the newest checkpoint is the good state after two steps."""
     _, states = uninterrupted
-    ckpt = Checkpointer(tmp_path / "nan", max_to_keep=3)
-    state = tiny_state()
-    with pytest.raises(NonFiniteLossError, match=r"non-finite loss at step 3.*last good checkpoint is step 2"):
-        train(
+    state, batches = tiny_state(), _PoisonAt(bad=3)
+    train_step = make_train_step(state.graphdef, "sft")
+
+    def step(state, i):
+        state, m = train_step(state, next(batches))
+        return state, {"loss": m["loss"], "loss_is_finite": m["loss_is_finite"]}
+
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss at step 2.*last good checkpoint is state step 2"):
+        fit(
             state,
-            make_train_step(state.graphdef, "sft"),
-            _PoisonAt(bad=3),
-            num_steps=5,
-            checkpointer=ckpt,
-            save_every=2,
-            progress=False,
+            step,
+            steps=5,
+            desc="t",
+            checkpoints=StepCheckpoints(tmp_path / "nan"),
+            checkpoint_every=2,
+            raise_on_nonfinite=True,
         )
-    ckpt.close()
-    ckpt = Checkpointer(tmp_path / "nan")
-    assert ckpt.all_steps() == [2]
-    restored = restore_latest(ckpt, tiny_state(seed=9), data_iterator=_iterator())
+    ck = StepCheckpoints(tmp_path / "nan")
+    assert ck.ck.all_steps() == [2]
+    restored, next_step, _ = ck.restore(tiny_state(seed=9))
+    assert next_step == 2
     for got, want in zip(_leaves(restored), states[1]):  # weights of 1.0 leave the SFT loss unchanged
         np.testing.assert_array_equal(got, want)
-    ckpt.close()
+    ck.close()
 
 
 def test_export_pretrained_round_trips(tmp_path):

@@ -7,7 +7,6 @@ import pytest
 
 from rewardsql_jax import losses
 from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, SFTBatch
-from rewardsql_jax.training.loop import train
 from rewardsql_jax.training.optimizer import OptimizerConfig
 from rewardsql_jax.training.step import make_train_step
 
@@ -82,12 +81,3 @@ def test_optimizer_config_is_validated():
         OptimizerConfig(max_grad_norm=0.0)
     with pytest.raises(ValueError, match="total_steps .* must exceed warmup_steps"):
         OptimizerConfig(schedule="linear", warmup_steps=10, total_steps=10)
-
-
-def test_train_loop_explains_bad_step_counts_and_exhausted_data():
-    state = tiny_state()
-    step = make_train_step(state.graphdef, "sft")
-    with pytest.raises(ValueError, match="num_steps=0 is below the state's step"):
-        train(state.replace(step=state.step + 3), step, iter([]), num_steps=0, progress=False)
-    with pytest.raises(RuntimeError, match="data iterator ran out before step 1 of 2"):
-        train(state, step, iter([]), num_steps=2, progress=False)
