@@ -150,3 +150,13 @@ def test_spider_split_defaults_match_the_shared_layout():
     assert (SPIDER.parent / "spider_syn" / cfg.data.train_split).is_file()
     bench = load_spider(SPIDER, questions=cfg.data.eval_split, limit=3)
     assert len(bench.examples) == 3
+
+
+def test_ex_mode_follows_the_data_unless_given():
+    """A Spider run evaluates with Spider's rule unless told otherwise; BIRD and the built-in data with BIRD's."""
+    from rewardsql_jax.stages.run_config import DataConfig
+
+    assert DataConfig(source="spider", root="x").ex_mode == "spider"
+    assert DataConfig(source="bird", root="x").ex_mode == "bird"
+    assert DataConfig().ex_mode == "bird"
+    assert DataConfig(source="spider", root="x", ex_mode="bird").ex_mode == "bird"

@@ -11,6 +11,7 @@ import numpy as np
 from flax import nnx
 
 from rewardsql_jax.models.prm_head import find_tag_positions, format_prm_input, step_scores, step_tag_ids
+from rewardsql_jax.sampling.inputs import pad_id
 
 AGGREGATIONS = ("min", "product", "last", "average")
 
@@ -37,7 +38,7 @@ class PRMScorer:
         self.model, self.tok = model, tokenizer
         self.tags = step_tag_ids(tokenizer)
         self.batch_size, self.length_multiple = batch_size, length_multiple
-        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad = pad_id(tokenizer)
 
     def score(self, prompts, responses) -> list[list[float]]:
         """Step scores per (prompt, response) pair, in input order."""

@@ -26,6 +26,7 @@ from rewardsql_jax.rewards.rollout_rewards import (
     execution_outcomes,
 )
 from rewardsql_jax.sampling import generate
+from rewardsql_jax.sampling.inputs import pad_id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +148,7 @@ class RolloutSampler:
         self.tokenizer, self.host_fn = tokenizer, host_fn
         self.samples, self.temperature, self.max_new_tokens = samples, temperature, max_new_tokens
         self.prompts_per_call, self.max_cache_len = prompts_per_call, max_cache_len
-        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad = pad_id(tokenizer)
         self.host = ThreadPoolExecutor(max_workers=1)
 
     def generate(self, model, records, prompt_ids, *, seed: int) -> PendingRollouts:

@@ -7,6 +7,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+
+def pad_id(tokenizer) -> int:
+    """The id that pads a batch for ``tokenizer``: its pad token, else its eos token (many causal LMs have no pad)."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 GEN_ROUND = 16  # generation capacity is rounded up to this, so nearby max_new_tokens share a compile
 
 

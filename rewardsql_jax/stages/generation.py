@@ -7,6 +7,7 @@ import dataclasses
 from tqdm.auto import tqdm
 
 from rewardsql_jax.sampling import generate
+from rewardsql_jax.sampling.inputs import pad_id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +33,7 @@ def generate_sql(
     progress: bool = True,
 ) -> Completions:
     """Sample ``num_samples`` completions per prompt (raw prompts, Reward-SQL style), decoded to text."""
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     texts, ids, lps = [], [], []
     chunks = range(0, len(prompts), prompts_per_call)
     for c, start in enumerate(tqdm(chunks, desc=desc, disable=not progress)):

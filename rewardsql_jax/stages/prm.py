@@ -27,6 +27,7 @@ from flax import nnx
 
 from rewardsql_jax.models.prm_head import format_prm_input, step_scores, step_tag_ids
 from rewardsql_jax.models.sharding import shard_model
+from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.sql import format_step_result, prefix_sql, split_cocte
 from rewardsql_jax.stats import auc as step_auc
 from rewardsql_jax.stats import auc_interval, balanced_threshold
@@ -212,7 +213,7 @@ def run_prm(ctx: RunContext) -> dict:
             f"{bad_t} with step tags not matching their labels); raise model.max_len"
         )
     train, pos_weight, balance = balance_examples(train, pc.balance, cfg.seed)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    pad = pad_id(tok)
     every = train + held
     length = bucket_length(max(len(e[0]) for e in every))  # one shape for train and eval: one compile each
     num_steps = -(-max(len(e[2]) for e in every) // 4) * 4

@@ -21,6 +21,7 @@ from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 from rewardsql_jax.rl import get_algorithm, sample_rollouts, score_rows
 from rewardsql_jax.rl.rollouts import sampler_prompts
+from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.collate import batch_indices
 from rewardsql_jax.training.fit import fit
 
@@ -90,7 +91,7 @@ def candidates(ctx: RunContext, data, state) -> list[dict]:
 def run_offline(ctx: RunContext) -> dict:
     cfg, rl, out = ctx.config, ctx.config.rl, ctx.stage_dir("rl")
     tok, data, algo = ctx.tokenizer(), rl_data(ctx), get_algorithm(ctx.config.rl.algorithm)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    pad = pad_id(tok)
     state = new_state(ctx)
     t0 = time.perf_counter()
     cands = candidates(ctx, data, state)

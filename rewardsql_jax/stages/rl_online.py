@@ -29,6 +29,7 @@ from rewardsql_jax.rl import update as rl_update
 from rewardsql_jax.rl.algorithm import OnlineAlgorithm
 from rewardsql_jax.rl.dynamic_sampling import choose_groups, group_rows, informative_groups
 from rewardsql_jax.rl.rollouts import concat_rollouts, pick_questions, sampler_prompts
+from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.fit import fit
 
 from .context import RunContext
@@ -201,7 +202,7 @@ def run_online(ctx: RunContext) -> dict:
         sampler=sampler,
         scorer=prm_scorer_if_needed(ctx),
         step_fn=step_fn,
-        pad_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+        pad_id=pad_id(tok),
     )
     try:
         run = fit(

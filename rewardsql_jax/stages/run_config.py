@@ -49,7 +49,8 @@ class DataConfig:
     schema_examples: int = 3  # M-Schema example values per column
     max_train: int = 0  # 0 = all
     max_eval: int = 0
-    ex_mode: str = "bird"  # EX rule: bird (set equality) | spider (test-suite exec match)
+    ex_mode: str = ""  # EX rule: bird (set equality) | spider (test-suite exec match); "" = the data's own
+    # rule (spider for data.source=spider, else bird)
     cocte_rewriter: str = "rule"  # gold SQL -> CoCTE: rule (to_cocte) | model (sampled LLM rewrites) | both
     cocte_rewriter_path: str = ""  # model / both (required): local HF checkpoint dir of the rewriting LLM + tokenizer
     cocte_rewriter_chat_template: bool = False  # wrap the rewrite prompt in the rewriter tokenizer's chat template
@@ -60,6 +61,8 @@ class DataConfig:
 
     def __post_init__(self):
         require_choice(self, "source", ("builtin", "spider", "bird"))
+        if not self.ex_mode:
+            object.__setattr__(self, "ex_mode", "spider" if self.source == "spider" else "bird")
         require_choice(self, "ex_mode", ("bird", "spider"))
         if self.source != "builtin" and not self.root:
             raise ValueError(f"data.root is required for data.source={self.source!r} (the dataset folder)")

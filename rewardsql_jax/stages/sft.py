@@ -13,6 +13,7 @@ import jax
 import numpy as np
 
 from rewardsql_jax.models.sharding import shard_model
+from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.collate import batch_indices, bucket_length, encode_pair, sft_arrays
 from rewardsql_jax.training.fit import fit
@@ -56,7 +57,7 @@ def run_sft(ctx: RunContext) -> dict:
         min_lr_ratio=0.1,
     )
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    pad = pad_id(tok)
     # the loss covers the target only (~20% of a row): project just those positions onto the vocabulary
     targets = -(-max(sum(e[1]) for e in encoded) // 16) * 16
     step_fn = make_train_step(

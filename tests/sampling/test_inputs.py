@@ -1,9 +1,11 @@
 """Prompt padding/bucketing and argument checks of the sampler (host side)."""
 
+import types
+
 import numpy as np
 import pytest
 
-from rewardsql_jax.sampling.inputs import bucket_length, check_options, normalize_eos, pad_prompts
+from rewardsql_jax.sampling.inputs import bucket_length, check_options, normalize_eos, pad_id, pad_prompts
 
 OK = dict(max_new_tokens=4, temperature=1.0, top_p=1.0, top_k=0, num_samples=1)
 
@@ -87,3 +89,9 @@ def test_bad_options(bad, match):
 
 def test_normalize_eos():
     assert normalize_eos(None) == () and normalize_eos(7) == (7,) and normalize_eos([1, np.int64(2)]) == (1, 2)
+
+
+def test_pad_id_is_the_pad_token_else_eos():
+    assert pad_id(types.SimpleNamespace(pad_token_id=3, eos_token_id=7)) == 3
+    assert pad_id(types.SimpleNamespace(pad_token_id=0, eos_token_id=7)) == 0  # id 0 is a real pad id
+    assert pad_id(types.SimpleNamespace(pad_token_id=None, eos_token_id=7)) == 7
