@@ -11,7 +11,13 @@ the loss and gradients are those of the full projection (``tests/training/test_f
 On a GPU, model FLOPs utilisation uses 6 * params * tokens + attention (12 * L * T * d per token), against
 ``--peak-tflops`` (default: H100/H200 dense bf16, 989).
 
+The two frameworks' timed steps alternate (ours, torch, ours, ...) so that a load that comes and goes on a shared
+host falls on both columns alike; each column is the median of ``--iters`` steps. ``--single-thread`` runs XLA and
+torch on one thread each and adds the ratio of process CPU time per step, the figure a loaded host does not move
+much (torch's thread pool collapses when its threads are descheduled; see benchmarks/RESULTS.md).
+
     python benchmarks/train_step.py --quick     # ~12M config only
+    python benchmarks/train_step.py --quick --single-thread   # one thread each; CPU-time ratio too
     python benchmarks/train_step.py             # ~12M and Qwen2.5-0.5B shape (batch 2 x seq 128)
 """
 
@@ -20,9 +26,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
 import platform
 import statistics
+import sys
 import time
+
+if "--single-thread" in sys.argv:  # must be set before jax initialises its CPU backend
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    )
 
 import jax
 import numpy as np
@@ -69,6 +82,7 @@ class Result:
     step_s: float
     first_s: float
     tokens: int
+    cpu_s: float = float("nan")  # median process CPU seconds per step (meaningful single-threaded)
 
     @property
     def tokens_per_s(self) -> float:
@@ -100,16 +114,14 @@ def make_batches(shape: str, seed: int = 0):
     return SFTBatch(ids, attn, comp), rl
 
 
-def _median_time(fn, iters):
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def _timed(fn):
+    t, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
 
 
-def bench_jax(shape, loss, iters, dtype, full_projection=False):
+def jax_step(shape, loss, dtype, full_projection=False):
+    """(one step as a no-argument function, parameter count, a function that frees the state)."""
     sft, rl = make_batches(shape)
     cfg = model_config(shape, dtype)
     state = create_train_state(build_model(cfg), make_optimizer(OptimizerConfig(learning_rate=LR)))
@@ -119,24 +131,18 @@ def bench_jax(shape, loss, iters, dtype, full_projection=False):
         mask = sft.loss_mask if loss == "sft" else rl.completion_mask
         opts["target_tokens"] = int(np.asarray(mask)[:, 1:].sum(axis=1).max())
     step = make_train_step(state.graphdef, loss, opts)
+    n = count_params(state.model())
     box = {"state": state}
 
     def one():
         box["state"], metrics = step(box["state"], batch)
         jax.block_until_ready(metrics["loss"])
 
-    t0 = time.perf_counter()
-    one()
-    first = time.perf_counter() - t0
-    step_s = _median_time(one, iters)
-    n = count_params(box["state"].model())
-    box.clear()  # free the state before the next shape (the closure `one` still refers to box)
-    state = None
-    gc.collect()
-    return Result(shape, loss, "jax", step_s, first, sft.input_ids.size), n
+    return one, n, box.clear
 
 
-def bench_torch(shape, loss, iters):
+def torch_step(shape, loss):
+    """(one step as a no-argument function, a function that frees the model)."""
     import torch
     import transformers
 
@@ -153,15 +159,15 @@ def bench_torch(shape, loss, iters):
         rope_theta=1e6,
     )
     torch.manual_seed(0)
-    model = transformers.Qwen2ForCausalLM(hf_cfg).float().train()
-    model.config._attn_implementation = "sdpa"
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
+    box = {"model": transformers.Qwen2ForCausalLM(hf_cfg).float().train()}
+    box["model"].config._attn_implementation = "sdpa"
+    box["opt"] = torch.optim.AdamW(box["model"].parameters(), lr=LR, weight_decay=0.0)
     ids = torch.as_tensor(sft.input_ids, dtype=torch.long)
     attn = torch.as_tensor(sft.attention_mask)
     labels = torch.where(torch.as_tensor(sft.loss_mask) > 0, ids, -100)
     t = {k: torch.as_tensor(getattr(rl, k)) for k in ("completion_mask", "old_logprobs", "ref_logprobs", "advantages")}
 
-    def grpo_loss():
+    def grpo_loss(model):
         logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
         logp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
         logp = torch.nn.functional.pad(logp, (1, 0))
@@ -174,19 +180,35 @@ def bench_torch(shape, loss, iters):
         return ((per_token * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()
 
     def one():
+        model, opt = box["model"], box["opt"]
         opt.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, attention_mask=attn, labels=labels).loss if loss == "sft" else grpo_loss()
+        out = model(input_ids=ids, attention_mask=attn, labels=labels).loss if loss == "sft" else grpo_loss(model)
         out.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    t0 = time.perf_counter()
-    one()
-    first = time.perf_counter() - t0
-    step_s = _median_time(one, iters)
-    model = opt = None  # free them before the next shape (the closures refer to these names)
+    return one, box.clear
+
+
+def bench_pair(shape, loss, iters, dtype, full_projection=False, with_torch=True):
+    """(ours, torch or None, parameter count): compile / first steps apart, then the timed steps alternating."""
+    steps = {"jax": jax_step(shape, loss, dtype, full_projection)}
+    n = steps["jax"][1]
+    if with_torch:
+        steps["torch"] = torch_step(shape, loss)
+    first = {name: _timed(fns[0])[0] for name, fns in steps.items()}
+    times = {name: [] for name in steps}
+    for _ in range(iters):
+        for name, fns in steps.items():
+            times[name].append(_timed(fns[0]))
+    results = {}
+    for name, fns in steps.items():
+        wall, cpu = zip(*times[name])
+        tokens = SHAPES[shape]["batch"] * SHAPES[shape]["seq"]
+        results[name] = Result(shape, loss, name, statistics.median(wall), first[name], tokens, statistics.median(cpu))
+        fns[-1]()  # free the state / model before the next measurement
     gc.collect()
-    return Result(shape, loss, "torch", step_s, first, sft.input_ids.size)
+    return results["jax"], results.get("torch"), n
 
 
 def mfu(result: Result, n_params: int, shape: str, peak_tflops: float) -> float:
@@ -208,25 +230,34 @@ def main():
         help="ours projects every position onto the vocabulary (no target_tokens), as torch does",
     )
     p.add_argument("--shape", choices=sorted(SHAPES), action="append", help="only these shapes (repeatable)")
+    p.add_argument(
+        "--single-thread",
+        action="store_true",
+        help="XLA and torch on one thread each; adds the ratio of process CPU time per step",
+    )
     p.add_argument("--batch", type=int, default=None, help="override the shapes' batch size (e.g. an MFU run)")
     p.add_argument("--seq", type=int, default=None, help="override the shapes' sequence length")
     args = p.parse_args()
     for s in SHAPES.values():
         s.update({k: v for k, v in (("batch", args.batch), ("seq", args.seq)) if v is not None})
+    if args.single_thread and not args.no_torch:
+        import torch
+
+        torch.set_num_threads(1)
     backend = jax.default_backend()
     print(
         f"backend={backend} devices={jax.device_count()} machine={platform.machine()} "
-        f"jax={jax.__version__} compute_dtype={args.dtype}"
+        f"jax={jax.__version__} compute_dtype={args.dtype}" + (" threads=1 each" if args.single_thread else "")
     )
     shapes = args.shape or (["12M"] if args.quick else ["12M", "0.5B"])
+    cpu_cols = f" {'jax cpu ms':>10} {'torch cpu ms':>12} {'cpu ratio':>9}" if args.single_thread else ""
     print(
         f"{'shape':6} {'loss':5} {'params':>8} {'B x T':>8} {'jax tok/s':>10} {'torch tok/s':>11} {'ratio':>6} "
-        f"{'jax compile s':>13}" + ("  MFU" if backend == "gpu" else "")
+        f"{'jax compile s':>13}" + cpu_cols + ("  MFU" if backend == "gpu" else "")
     )
     for shape in shapes:
         for loss in ("sft", "grpo"):
-            ours, n = bench_jax(shape, loss, args.iters, args.dtype, args.full_projection)
-            ref = None if args.no_torch else bench_torch(shape, loss, args.iters)
+            ours, ref, n = bench_pair(shape, loss, args.iters, args.dtype, args.full_projection, not args.no_torch)
             bt = f"{SHAPES[shape]['batch']}x{SHAPES[shape]['seq']}"
             torch_col = f"{ref.tokens_per_s:11.1f}" if ref else f"{'-':>11}"
             ratio = f"{ours.tokens_per_s / ref.tokens_per_s:6.2f}" if ref else f"{'-':>6}"
@@ -234,6 +265,10 @@ def main():
                 f"{shape:6} {loss:5} {n / 1e6:7.1f}M {bt:>8} {ours.tokens_per_s:10.1f} {torch_col} {ratio} "
                 f"{ours.first_s:13.1f}"
             )
+            if args.single_thread:
+                ref_cpu = f"{1000 * ref.cpu_s:12.1f}" if ref else f"{'-':>12}"
+                cpu_ratio = f"{ref.cpu_s / ours.cpu_s:9.2f}" if ref else f"{'-':>9}"
+                line += f" {1000 * ours.cpu_s:10.1f} {ref_cpu} {cpu_ratio}"
             if backend == "gpu":
                 line += f"  {100 * mfu(ours, n, shape, args.peak_tflops):.1f}%"
             print(line, flush=True)

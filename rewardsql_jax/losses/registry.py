@@ -7,6 +7,9 @@ new loss is one decorated function in one file (no adapter to write):
   preference       fn(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, **options) on [B]
                    summed completion log-probs (DPO-style).
   supervised       fn(logits, targets, mask, *, weights, **options): next-token prediction on loss-masked tokens.
+                   A supervised loss may also carry ``fn.from_logprobs(logprobs, hit, mask, *, weights, **options)``
+                   (the same loss from the targets' log-probs and first-argmax hits, as ``sft`` does); the train
+                   step then computes those with one fused vocabulary op (``training.vocab_head``).
   prm              fn(tag_logits, labels, step_mask, **options): per-step ' +' / ' -' logits of the PRM.
 
 ``reduction`` says what the returned mean divides by, so micro-batches accumulate exactly: "token_mean" (the

@@ -34,14 +34,23 @@ def sft(logits, targets, mask, *, reduction: str = "token_mean", weights=None):
     """
     check_rank("logits", logits, 3, "[B, T, V]")
     check_same_shape("logits[..., 0]", logits[..., 0], targets=targets, mask=mask)
+    correct = (first_argmax(logits) == jnp.asarray(targets)).astype(jnp.float32)
+    return sft_from_logprobs(-token_nll(logits, targets), correct, mask, reduction=reduction, weights=weights)
+
+
+def sft_from_logprobs(logprobs, correct, mask, *, reduction: str = "token_mean", weights=None):
+    """``sft`` given each position's target log-prob ``[B, T]`` and whether the target is the (first) argmax
+    ``[B, T]`` instead of the logits: what the train step calls when it computes both in one fused vocabulary
+    op (``training.vocab_head``). Same reductions, weights and metrics as ``sft``."""
+    check_same_shape("logprobs", logprobs, correct=correct, mask=mask)
     check_choice("reduction", reduction, REDUCTIONS)
-    nll = token_nll(logits, targets)
+    nll = -jnp.asarray(logprobs, jnp.float32)
     m = jnp.asarray(mask, jnp.float32)
     w_nll = nll
     if weights is not None:
-        if tuple(jnp.shape(weights)) != (logits.shape[0],):
+        if tuple(jnp.shape(weights)) != (nll.shape[0],):
             raise ValueError(
-                f"weights must have shape [{logits.shape[0]}] (one per sequence), got {tuple(jnp.shape(weights))}."
+                f"weights must have shape [{nll.shape[0]}] (one per sequence), got {tuple(jnp.shape(weights))}."
             )
         w_nll = nll * jnp.asarray(weights, jnp.float32)[:, None]
     if reduction == "token_mean":
@@ -50,9 +59,12 @@ def sft(logits, targets, mask, *, reduction: str = "token_mean", weights=None):
         per_seq = jnp.sum(w_nll * m, axis=-1) / jnp.maximum(jnp.sum(m, axis=-1), 1.0)
         has_tokens = (jnp.sum(m, axis=-1) > 0).astype(jnp.float32)
         loss = jnp.sum(per_seq * has_tokens) / jnp.maximum(jnp.sum(has_tokens), 1.0)
-    correct = (first_argmax(logits) == jnp.asarray(targets)).astype(jnp.float32)
     metrics = {
         "token_accuracy": jnp.sum(correct * m) / jnp.maximum(jnp.sum(m), 1.0),
         "num_tokens": jnp.sum(m),
     }
     return loss, metrics
+
+
+# the train step's fused path: a supervised loss that names its target-log-prob form here gets it
+sft.from_logprobs = sft_from_logprobs

@@ -298,7 +298,7 @@ class Attention(nnx.Module):
 
 
 class MLP(nnx.Module):
-    """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
+    """SwiGLU: ``down(silu(gate(x)) * up(x))``; the gate / up half differentiated by hand (``swiglu``)."""
 
     def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
         d, f, bias = cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias
@@ -307,7 +307,46 @@ class MLP(nnx.Module):
         self.down_proj = Linear(f, d, bias=bias, axes=("mlp", "embed"), cfg=cfg, rngs=rngs)
 
     def __call__(self, x):
-        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+        cdt = self.gate_proj.compute_dtype
+        gate, up = self.gate_proj, self.up_proj
+        if gate.bias is not None:  # Llama with mlp_bias: plain autodiff (no profile has asked for more)
+            return self.down_proj(jax.nn.silu(gate(x)) * up(x))
+        return self.down_proj(swiglu(x.astype(cdt), gate.kernel[...].astype(cdt), up.kernel[...].astype(cdt)))
+
+
+@jax.custom_vjp
+def swiglu(x, w_gate, w_up):
+    """``silu(x @ w_gate) * (x @ w_up)`` for x ``[..., D]``, kernels ``[D, F]``, with a hand-written backward pass.
+
+    The value and gradients are those of the plain expression; the backward pass states its four matmuls in the
+    form XLA's CPU backend runs without a transposing copy: each weight gradient as ``x^T @ d(pre-activation)``
+    with the ``[N, D]`` input as the operand to transpose. Autodiff of the plain expression made XLA transpose the
+    ``[N, F]`` pre-activation gradient instead (a strided ``[F, N]`` copy fused into the SiLU backward,
+    ``copy_bitcast_fusion`` in the 2026-11-29 and 2026-12-02 profiles of benchmarks/RESULTS.md), once per layer.
+    """
+    return _swiglu_fwd(x, w_gate, w_up)[0]
+
+
+def _swiglu_fwd(x, w_gate, w_up):
+    g, u = jnp.dot(x, w_gate), jnp.dot(x, w_up)
+    return jax.nn.silu(g) * u, (x, w_gate, w_up, g, u)
+
+
+def _swiglu_bwd(res, dh):
+    x, w_gate, w_up, g, u = res
+    sig = jax.nn.sigmoid(g)
+    du = dh * (g * sig)  # d/du [silu(g) u] = silu(g)
+    dg = dh * u * (sig * (1 + g * (1 - sig)))  # silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g)))
+    last = (((g.ndim - 1,), (1,)), ((), ()))  # contract F with the kernels' F axis
+    dx = jax.lax.dot_general(dg, w_gate, last) + jax.lax.dot_general(du, w_up, last)
+    rows = (((0,), (0,)), ((), ()))  # sum over every row: x^T @ d
+    x2 = x.reshape(-1, x.shape[-1])
+    dw_gate = jax.lax.dot_general(x2, dg.reshape(-1, dg.shape[-1]), rows)
+    dw_up = jax.lax.dot_general(x2, du.reshape(-1, du.shape[-1]), rows)
+    return dx.astype(x.dtype), dw_gate.astype(w_gate.dtype), dw_up.astype(w_up.dtype)
+
+
+swiglu.defvjp(_swiglu_fwd, _swiglu_bwd)
 
 
 class DecoderLayer(nnx.Module):

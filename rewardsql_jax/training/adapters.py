@@ -42,6 +42,7 @@ from .logprobs import (
     shared_prefix_logprobs,
     summed_logprobs,
 )
+from .vocab_head import head_logprobs, supports_fused_head
 
 # Options the adapters consume themselves; every other loss option goes to the loss function.
 ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids", "target_tokens")
@@ -193,7 +194,18 @@ def _split(opts):
 
 # ---------------------------------------------------------------- sft / rs
 def _next_token_inputs(model, batch, own):
-    """(logits, targets, loss mask) of next-token prediction on a batch with input_ids / attention / loss_mask.
+    """(logits, targets, loss mask) of next-token prediction on a batch with input_ids / attention / loss_mask
+    (``_next_token_hidden`` projected onto the vocabulary)."""
+    hidden, targets, mask = _next_token_hidden(model, batch, own)
+    logits = model.logits_from_hidden(hidden)
+    if own.get("temperature", 1.0) != 1.0:
+        logits = logits / own["temperature"]
+    return logits, targets, mask
+
+
+def _next_token_hidden(model, batch, own):
+    """(final hidden states, targets, loss mask) of next-token prediction on a batch with input_ids / attention /
+    loss_mask.
 
     ``target_tokens=K`` (a static bound on the loss tokens of any row, e.g. the SFT stage's longest target):
     the vocabulary projection runs only at each row's first K loss positions ([B, K, V] logits instead of
@@ -214,10 +226,7 @@ def _next_token_inputs(model, batch, own):
         pos = jnp.argsort(-mask, axis=1, stable=True)[:, :k]
         hidden = jnp.take_along_axis(hidden, pos[..., None], axis=1)
         targets, mask = jnp.take_along_axis(targets, pos, axis=1), jnp.take_along_axis(mask, pos, axis=1)
-    logits = model.logits_from_hidden(hidden)
-    if own.get("temperature", 1.0) != 1.0:
-        logits = logits / own["temperature"]
-    return logits, targets, mask
+    return hidden, targets, mask
 
 
 def _sft_count(mask, reduction):
@@ -228,11 +237,18 @@ def _sft_count(mask, reduction):
 
 def _supervised(model, ref_model, batch: SFTBatch, loss_fn, opts, *, reduction: str):
     own, opts = _split(opts)
-    logits, targets, mask = _next_token_inputs(model, batch, own)
     weights = batch.weights
     if weights is not None and isinstance(batch, GroupedSFTBatch):
         weights = jnp.asarray(weights).reshape(-1)
-    loss, metrics = loss_fn(logits, targets, mask, weights=weights, **opts)
+    from_logprobs = getattr(loss_fn, "from_logprobs", None)
+    if from_logprobs is not None and supports_fused_head(model):
+        # the loss's target-log-prob form on the fused projection + log-softmax (same loss, one [N, V] pass)
+        hidden, targets, mask = _next_token_hidden(model, batch, own)
+        lp, hit = head_logprobs(model, hidden, targets, temperature=own.get("temperature", 1.0), with_hit=True)
+        loss, metrics = from_logprobs(lp, hit, mask, weights=weights, **opts)
+    else:
+        logits, targets, mask = _next_token_inputs(model, batch, own)
+        loss, metrics = loss_fn(logits, targets, mask, weights=weights, **opts)
     total, count = _rescale(loss, _sft_count(mask, reduction))
     return WeightedLoss(total, count, metrics)
 

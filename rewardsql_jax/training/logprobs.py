@@ -7,6 +7,8 @@ import jax.numpy as jnp
 
 from rewardsql_jax.models.shared_prefix import shared_prefix_hidden
 
+from .vocab_head import head_logprobs, supports_fused_head
+
 
 def target_logprobs(logits, targets, *, temperature: float = 1.0):
     """log softmax(logits / temperature)[target] per position, in fp32.
@@ -39,8 +41,15 @@ def sequence_logprobs(
 def hidden_logprobs(model, hidden, targets, temperature, chunk_size):
     """log p(targets) from hidden states ``[B, T, D]`` (vocab projection chunked when asked)."""
     if chunk_size is None or chunk_size >= hidden.shape[1]:
-        return target_logprobs(model.logits_from_hidden(hidden), targets, temperature=temperature)
+        return _project_and_pick(model, hidden, targets, temperature)
     return _chunked(model, hidden, targets, temperature, chunk_size)
+
+
+def _project_and_pick(model, hidden, targets, temperature):
+    """``target_logprobs`` of the projected hidden states; the fused op (``vocab_head``) for this package's LM."""
+    if supports_fused_head(model):
+        return head_logprobs(model, hidden, targets, temperature=temperature)
+    return target_logprobs(model.logits_from_hidden(hidden), targets, temperature=temperature)
 
 
 def sequence_logprobs_and_entropy(model, input_ids, attention_mask=None, *, temperature: float = 1.0):
@@ -94,7 +103,7 @@ def _chunked(model, hidden, targets, temperature, chunk_size):
 
     @jax.checkpoint
     def one(h, y):
-        return target_logprobs(model.logits_from_hidden(h), y, temperature=temperature)
+        return _project_and_pick(model, h, y, temperature)
 
     # A Python loop rather than lax.map: `model` is an NNX module captured by closure.
     out = jnp.stack([one(hidden[i], targets[i]) for i in range(n)], axis=1)

@@ -113,18 +113,25 @@ def _apply(state: TrainState, graphdef, batch, loss_name, options, micro_batches
     )
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-
-    def keep(new, old):
-        return jnp.where(finite, new, old)
-
     rng, _ = jax.random.split(jax.random.wrap_key_data(state.rng))
+
+    # The non-finite guard as a branch, not as jnp.where(finite, new, old) over every leaf: with the select, the
+    # old optimizer moments are read both by the fusion writing the new ones in place (donated) and by the
+    # parameter update, so XLA copied all of them (2 x 50 MB at 12M parameters) before every step.
+    def update(operands):
+        params, opt_state, grads = operands
+        updates, opt_state = state.tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    def skip(operands):
+        return operands[0], operands[1]
+
+    params, opt_state = jax.lax.cond(finite, update, skip, (state.params, state.opt_state, grads))
     new_state = state.replace(
-        params=jax.tree.map(keep, params, state.params),
-        opt_state=jax.tree.map(keep, opt_state, state.opt_state),
+        params=params,
+        opt_state=opt_state,
         step=state.step + finite.astype(state.step.dtype),
-        rng=keep(jax.random.key_data(rng), state.rng),
+        rng=jnp.where(finite, jax.random.key_data(rng), state.rng),
     )
     metrics = {**metrics, "loss": loss, "grad_norm": grad_norm, "loss_is_finite": finite}
     return new_state, metrics
