@@ -8,6 +8,7 @@ variables are picked up by JAX automatically). A single process does nothing.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 
@@ -62,12 +63,30 @@ def is_primary() -> bool:
     return jax.process_index() == 0
 
 
+_BARRIERS = itertools.count()
+BARRIER_TIMEOUT_ENV = "REWARDSQL_BARRIER_TIMEOUT_S"
+
+
 def barrier(name: str) -> None:
-    """Wait until every process reaches this point (a no-op with one process)."""
-    if process_count() > 1:
+    """Wait until every process reaches this point (a no-op with one process).
+
+    The wait is a barrier of JAX's coordination service (as JAX's own array serialization waits), not a device
+    collective: the other processes may wait for as long as the primary runs a host-only stage (cold_start,
+    evaluate), up to ``REWARDSQL_BARRIER_TIMEOUT_S`` seconds (default 6 hours), where a first CPU (gloo)
+    collective gives up after 30 s. Every process passes the same barriers in the same order."""
+    if process_count() == 1:
+        return
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    n = next(_BARRIERS)
+    if client is None:  # not started by jax.distributed.initialize (e.g. a TPU runtime): a device collective
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices(name)
+        return
+    timeout_s = float(os.environ.get(BARRIER_TIMEOUT_ENV, 6 * 3600))
+    client.wait_at_barrier(f"rewardsql_barrier_{n}_{name}", int(timeout_s * 1000))
 
 
 def speaker() -> str:

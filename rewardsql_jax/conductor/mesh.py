@@ -18,21 +18,3 @@ def local_mesh(mesh_cfg):
     if len(devices) == 1 or (mesh_cfg.data, mesh_cfg.fsdp, mesh_cfg.tensor) == (1, 1, 1):
         return None
     return make_mesh(data=mesh_cfg.data, fsdp=mesh_cfg.fsdp, tensor=mesh_cfg.tensor, devices=devices)
-
-
-def check_batches(cfg, mesh) -> None:
-    """Every micro-batch of the three trainers splits evenly over the mesh's data x fsdp devices (checked before
-    anything trains; ``ValueError`` names the setting to change)."""
-    if mesh is None:
-        return
-    shards, m = mesh.shape["data"] * mesh.shape["fsdp"], cfg.mesh.micro_batches
-    for key, rows in (
-        ("action.batch_size", cfg.action.batch_size),
-        ("policy.batch_size", cfg.policy.batch_size),
-        ("rl.group_size", cfg.rl.group_size),
-    ):
-        if (rows // m) % shards:
-            raise ValueError(
-                f"{key}={rows} / mesh.micro_batches={m} = {rows // m} rows per micro-batch do not "
-                f"split over the mesh's data x fsdp = {shards} devices; make it a multiple of {shards}"
-            )

@@ -44,7 +44,7 @@ from .evaluate import evidence, initial_state, run_fixed_workflow, run_policy_ep
 from .format import format_results, format_step
 from .grpo import curriculum, train_grpo
 from .lm import ModelServer, action_handler
-from .mesh import check_batches, local_mesh
+from .mesh import local_mesh
 from .reasoning import CachedReasoner, augmented_reasoning, template_reasoning
 from .report import plot_workflow_lengths
 from .rollout import bind
@@ -124,7 +124,6 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
     env = Env(complete=_unbound, routes=externals.routes)
     timings = {}
     mesh = local_mesh(cfg.mesh)
-    check_batches(cfg, mesh)
     trainers = _trainer_options(cfg, run_dir, mesh)
     scalars = ScalarLog(run_dir / "tensorboard")
 

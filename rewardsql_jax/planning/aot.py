@@ -173,8 +173,10 @@ def _train_stats(
     )
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
     step.validate(_batch_arrays(lambda shape, d: np.broadcast_to(np.ones((), d), shape), rows, seq, group, response))
-    batch = _rl_batch(rows, seq, mesh, group, response)
-    lowered = step._build(state, batch).lower(abstract_like(state, shardings), batch)
+    # a batch whose micro-batches do not split over the data x fsdp devices runs padded (training.padding)
+    real = rows // group
+    batch = _rl_batch(step.padded_rows(real) * group, seq, mesh, group, response)
+    lowered = step._build(state, batch, real).lower(abstract_like(state, shardings), batch)
     stats, _ = compiled_stats("train step", lowered)
     params = shard_bytes(state.params, shardings.params)
     ref = shard_bytes(state.ref_params, shardings.ref_params) if reference else 0

@@ -37,7 +37,7 @@ def train_step_stats(
 ) -> CompiledStats:
     """Per-device compiled stats of ``make_train_step(loss)`` on ``mesh`` for a ``batch_type`` batch whose
     fields are ``{name: (shape, dtype)}``; the state (AdamW, plus a frozen reference copy when
-    ``reference``) is abstract. Batch / micro-batch / mesh mismatches raise the step's own ValueError."""
+    ``reference``) is abstract. Batch / micro-batch mismatches raise the step's own ValueError."""
     tx = make_optimizer(optimizer or OptimizerConfig())
     state = jax.eval_shape(lambda: create_train_state(build_model(model_config), tx, with_reference=reference))
     step = make_train_step(
@@ -45,7 +45,9 @@ def train_step_stats(
     )
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
     step.validate(batch_type(**{k: np.broadcast_to(np.zeros((), d), s) for k, (s, d) in fields.items()}))
-    abstract = batch_type(**{k: jax.ShapeDtypeStruct(s, d) for k, (s, d) in fields.items()})
+    rows = next(iter(fields.values()))[0][0]
+    padded = step.padded_rows(rows)  # rows that do not split over the devices run padded (training.padding)
+    abstract = batch_type(**{k: jax.ShapeDtypeStruct((padded, *s[1:]), d) for k, (s, d) in fields.items()})
     batch = abstract_like(abstract, batch_shardings(abstract, mesh))
-    lowered = step._build(state, batch).lower(abstract_like(state, state_shardings(state, mesh)), batch)
+    lowered = step._build(state, batch, rows).lower(abstract_like(state, state_shardings(state, mesh)), batch)
     return compiled_stats(name, lowered)[0]

@@ -252,6 +252,18 @@ def process_token_advantages(
     return [step_token_values(c, a) for c, a in zip(completions, step_adv)]
 
 
+def outcome_only_released_advantages(
+    completions: Sequence[DecodedCompletion], outcomes, group_size: int
+) -> list[np.ndarray]:
+    """``process_token_advantages(..., variant="released", rm_coef=0)`` without step scores (it reads none): the
+    outcome on each response's last token, z-scored in the group as the released trainer does."""
+    out = np.asarray(outcomes, np.float64).reshape(-1)
+    if len(out) != len(completions):
+        raise ValueError(f"{len(completions)} completions but {len(out)} outcomes: give one per completion")
+    rewards = [released_rewards([], [], len(c.offsets), o, 0.0) for c, o in zip(completions, out)]
+    return released_advantages(rewards, group_size)
+
+
 def process_reward(step_scores: Sequence[float]) -> float:
     """PR(C) = mean step score (Reward-SQL Sec. 5.1); 0 for a completion with no scored step."""
     return float(np.mean(step_scores)) if len(step_scores) else 0.0

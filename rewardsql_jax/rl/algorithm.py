@@ -27,7 +27,8 @@ _ALGORITHMS: dict[str, RLAlgorithm] = {}
 
 class RLAlgorithm(abc.ABC):
     """Base of every RL algorithm (abstract: registering a subclass that lacks ``update`` / ``select`` / ``batch``
-    fails with Python's message naming the missing method). ``loss`` is its default loss; ``needs_prm``: the stage loads ``prm/model``."""
+    fails with Python's message naming the missing method). ``loss`` is its default loss; ``needs_prm``: the stage loads ``prm/model`` (``uses_prm(rl)``
+    refines it per configuration)."""
 
     name: ClassVar[str]
     online: ClassVar[bool]
@@ -38,6 +39,11 @@ class RLAlgorithm(abc.ABC):
     def loss_options(self, rl) -> dict:
         """Options of the default loss ``self.loss`` taken from the ``rl`` section."""
         return {}
+
+    def uses_prm(self, rl) -> bool:
+        """Whether the reward of this ``rl`` section reads PRM step scores: the RL stage loads and runs the PRM only
+        then (``needs_prm`` unless an algorithm's options turn the PRM off, e.g. grpo's ``rm_coef=0``)."""
+        return self.needs_prm
 
     def options(self, rl):
         """``rl.algorithm_options`` as the algorithm's ``options_type`` (unknown keys fail with the valid ones)."""

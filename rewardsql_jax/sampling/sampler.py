@@ -27,7 +27,8 @@ import numpy as np
 from flax import nnx, struct
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ..distributed import fetch, spans_processes, to_global
+from ..distributed import fetch, process_count, spans_processes, to_global
+from ..models.sharding import activation_sharding
 from ..models.transformer import KVCache, init_cache
 from .inputs import check_options, normalize_eos, pad_prompts
 from .logits_processing import sample_tokens
@@ -47,6 +48,7 @@ class SamplerOptions:
     cache_len: int
     gen_capacity: int
     num_samples: int = 1
+    real_prompts: int | None = None  # prompts after the first ``real_prompts`` are padding (done from the start)
 
 
 @struct.dataclass
@@ -82,6 +84,34 @@ def _is_eos(tokens, eos_ids):
     return jnp.any(tokens[:, None] == eos_ids[None, :], axis=-1)
 
 
+def _padding_rows(rows: int, opts: SamplerOptions):
+    """[rows] True on the rows of padding prompts (``pad_to_mesh``), which the decode loop never waits for."""
+    if opts.real_prompts is None:
+        return jnp.zeros((rows,), bool)
+    return jnp.arange(rows) >= opts.real_prompts * opts.num_samples
+
+
+def _model_mesh(state):
+    """The mesh the model's parameters are sharded over, or None (an unsharded / single-device model)."""
+    sharding = getattr(jax.tree.leaves(state)[0], "sharding", None)
+    return sharding.mesh if isinstance(sharding, NamedSharding) else None
+
+
+def pad_to_mesh(arrays, mesh):
+    """Prompt arrays ``[N, ...]`` padded to a multiple of the mesh's data x fsdp devices (copies of the last
+    prompt) and laid out with their rows over those devices (every process fills its own devices' rows).
+    Returns ``(arrays, N)``: the sampler marks the padding rows done and drops them from the result."""
+    n = arrays[0].shape[0]
+    shards = mesh.shape["data"] * mesh.shape["fsdp"]
+    extra = -n % shards
+    if extra:
+        arrays = tuple(np.concatenate([x, np.repeat(x[-1:], extra, axis=0)]) for x in arrays)
+    shardings = tuple(activation_sharding(("batch",), mesh) for _ in arrays)
+    if process_count() > 1:  # each process fills its own devices' rows of the same host prompts
+        return to_global(arrays, shardings), n
+    return tuple(jax.device_put(x, s) for x, s in zip(arrays, shardings)), n
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef", "opts"))
 def prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_ids, pad_id, *, opts):
     """Jitted: the prompts' KV cache and each row's first token (``generate``'s first call; the planner lowers it)."""
@@ -109,7 +139,7 @@ def prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_id
         lengths=lengths,
         tokens=tokens,
         logprobs=logprobs,
-        done=_is_eos(tok, eos_ids),
+        done=_is_eos(tok, eos_ids) | _padding_rows(b, opts),
         step=jnp.int32(1),
         key=key,
     )
@@ -213,21 +243,26 @@ def generate(
         num_samples=num_samples,
     )
     graphdef, state = nnx.split(model)
+    mesh = _model_mesh(state)
+    ids, mask, lengths = batch.ids, batch.mask, batch.lengths
+    if mesh is not None:  # the prompts' rows over the data x fsdp devices, padded to split evenly
+        (ids, mask, lengths), n = pad_to_mesh((ids, mask, lengths), mesh)
+        if ids.shape[0] != n:
+            opts = dataclasses.replace(opts, real_prompts=n)
     temp = jnp.float32(temperature if not greedy else 1.0)
     p = jnp.float32(top_p)
     # -1 never matches a token; padding the id list to a multiple of 4 keeps its shape (and the compile) stable.
     width = max(4, -(-len(eos) // 4) * 4)
     eos_ids = jnp.asarray(eos + (-1,) * (width - len(eos)), dtype=jnp.int32)
     pad = jnp.int32(pad_id)
-    ids, mask, lengths = batch.ids, batch.mask, batch.lengths
-    if spans_processes(state):  # a model sharded over several processes: the prompts enter replicated
-        replicated = NamedSharding(jax.tree.leaves(state)[0].sharding.mesh, PartitionSpec())
-        ids, mask, lengths, temp, p, eos_ids, pad = to_global(
-            tuple(np.asarray(x) for x in (ids, mask, lengths, temp, p, eos_ids, pad)), (replicated,) * 7
-        )
+    if spans_processes(state):  # a model sharded over several processes: the scalars enter replicated
+        replicated = NamedSharding(mesh, PartitionSpec())
+        temp, p, eos_ids, pad = to_global(tuple(np.asarray(x) for x in (temp, p, eos_ids, pad)), (replicated,) * 4)
     st = prefill(graphdef, state, ids, mask, lengths, jax.random.key(seed), temp, p, eos_ids, pad, opts=opts)
     st = decode_loop(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
     tokens, logprobs, steps = fetch((st.tokens, st.logprobs, st.step))
+    real_rows = len(batch.lengths) * num_samples  # the padding prompts' rows are dropped
+    tokens, logprobs = tokens[:real_rows], logprobs[:real_rows]
     out_tokens, out_logprobs, finished = _to_lists(tokens, logprobs, max_new_tokens, eos)
     return GenerationResult(
         tokens=out_tokens,

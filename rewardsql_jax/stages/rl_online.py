@@ -6,7 +6,7 @@
              ``rl/dynamic_sampling.py``); each draw goes through generate, execute and reward
   execute    wait for that host work: decode, run every completion and its gold SQL in the SQL worker pool
              (EXPO-SQL clause rewards too when the algorithm wants them)
-  reward     PRM step scores of the completions (algorithms with ``needs_prm``)
+  reward     PRM step scores of the completions (algorithms whose reward uses the PRM: ``uses_prm``)
   advantage  the algorithm's ``update`` (advantages / token rewards) laid out as the train batch
   update     ``rl.epochs`` passes of ``rl.mini_batches`` optimizer steps of the algorithm's loss over the batch
              (default one step on the whole batch; ``mesh.micro_batches`` only splits a step for memory)
@@ -43,7 +43,7 @@ PHASES = ("generate", "execute", "reward", "advantage", "update")
 @dataclasses.dataclass(frozen=True)
 class RLInputs:
     """What an online iteration reads: the config, the algorithm, its questions, the sampler, the PRM scorer
-    (None without ``needs_prm``), the jitted train step and the batch layout."""
+    (None when the reward does not use it: ``uses_prm``), the jitted train step and the batch layout."""
 
     rl: object
     seed: int
@@ -142,7 +142,7 @@ def _sample_and_score(inputs: RLInputs, state, step: int, draw: int, timer: Phas
     with timer.phase("reward"):
         scores = (
             inputs.scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
-            if inputs.algorithm.needs_prm
+            if inputs.scorer is not None
             else None
         )
     return ro, scores

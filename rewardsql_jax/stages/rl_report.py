@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewardsql_jax.rl import policy_loss
+from rewardsql_jax.rl import get_algorithm, policy_loss
 
 
 def smoothed(values, window: int) -> np.ndarray:
@@ -50,6 +50,7 @@ def online_metrics(rl, history: list, *, resumed_from: int, dropped: int) -> dic
         "algorithm": rl.algorithm,
         "loss_name": policy_loss(rl)[0],
         "advantage_variant": rl.advantage_variant,
+        "uses_prm": get_algorithm(rl.algorithm).uses_prm(rl),  # False: no PRM was loaded or run
         "steps": len(history),
         "resumed_from_step": resumed_from,
         "dropped_too_long": dropped,

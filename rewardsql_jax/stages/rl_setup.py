@@ -79,8 +79,9 @@ def load_prm_scorer(ctx: RunContext):
 
 
 def prm_scorer_if_needed(ctx: RunContext):
-    """The PRM scorer when the configured algorithm needs one, else None (no PRM loaded)."""
-    return load_prm_scorer(ctx) if get_algorithm(ctx.config.rl.algorithm).needs_prm else None
+    """The PRM scorer when the configured algorithm's reward uses one (``uses_prm``), else None (no PRM loaded)."""
+    rl = ctx.config.rl
+    return load_prm_scorer(ctx) if get_algorithm(rl.algorithm).uses_prm(rl) else None
 
 
 def new_state(ctx: RunContext):

@@ -9,6 +9,9 @@ numerator of the full-batch mean exactly. The denominator follows the loss's red
   sequences  grpo agg=grpo, dpo, sft sequence_mean (sequences with >= 1 target token)
   fixed      grpo agg=dr_grpo: B * max_len
 
+A batch the step padded so its rows split over the mesh (``padding``) reaches the adapters with the option
+``real_rows``: the per-row loss inputs keep the real rows only (the supervised ones see masked padding rows).
+
 Batch-global statistics are computed before splitting: REINFORCE++'s whitening runs over the whole batch in
 ``prepare`` (as verl whitens over the whole rollout batch), then each micro-batch sees fixed advantages.
 
@@ -46,6 +49,8 @@ from .vocab_head import head_logprobs, supports_fused_head
 
 # Options the adapters consume themselves; every other loss option goes to the loss function.
 ADAPTER_OPTIONS = ("temperature", "logprob_chunk_size", "tag_token_ids", "target_tokens")
+# Set by the train step, not by users: the real rows of a padded micro-batch (``padding.RealRows``).
+STEP_OPTION = "real_rows"
 
 
 @struct.dataclass
@@ -175,6 +180,11 @@ def _flat(batch, *fields):
     return [_rows(batch, getattr(batch, f)) for f in fields]
 
 
+def _flat_real(batch, real, *fields):
+    """``_flat`` of the real rows (``real``: ``_real(own)``) of the batch's ``fields``."""
+    return [_rows(batch, real(getattr(batch, f))) for f in fields]
+
+
 def _no_grad_logprobs(model, batch, opts):
     return jax.lax.stop_gradient(_rl_logprobs(model, batch, opts))
 
@@ -188,8 +198,15 @@ def _need_ref(ref_model, loss_name, field):
 
 
 def _split(opts):
-    own = {k: opts[k] for k in ADAPTER_OPTIONS if k in opts}
-    return own, {k: v for k, v in opts.items() if k not in ADAPTER_OPTIONS}
+    keys = (*ADAPTER_OPTIONS, STEP_OPTION)
+    own = {k: opts[k] for k in keys if k in opts}
+    return own, {k: v for k, v in opts.items() if k not in keys}
+
+
+def _real(own):
+    """The function that keeps a per-row array's real rows (``padding.RealRows``); the identity without padding."""
+    rows = own.get(STEP_OPTION)
+    return (lambda x: x) if rows is None else rows.take
 
 
 # ---------------------------------------------------------------- sft / rs
@@ -265,6 +282,8 @@ def _rs(model, ref_model, batch: RSBatch, loss_fn, opts):
     loss, metrics = loss_fn(logits, targets, mask, batch.rewards, **opts)
     keep = (jnp.asarray(batch.rewards, jnp.float32) > opts.get("threshold", 0.0)).astype(jnp.float32)
     total, count = _rescale(loss, _sft_count(mask * keep[:, None], opts.get("reduction", "token_mean")))
+    if STEP_OPTION in own:  # padding rows carry no loss tokens; the fraction of kept candidates counts real ones
+        metrics = {**metrics, "kept_fraction": jnp.mean(_real(own)(keep))}
     return WeightedLoss(total, count, metrics)
 
 
@@ -287,18 +306,19 @@ def _grpo(model, ref_model, batch: RLBatch, loss_fn, opts):
             "do not pass num_items_in_batch to the train step: it normalises agg='dapo' by the "
             "active tokens of the whole (global) batch itself."
         )
+    real = _real(own)
     ref = batch.ref_logprobs
     if ref is None and opts.get("beta", 0.0) != 0.0:
         _need_ref(ref_model, "grpo", "RLBatch.ref_logprobs")
         ref = _no_grad_logprobs(ref_model, batch, own)
     if opts.get("entropy_coef", 0.0) != 0.0:  # entropy bonus: per-token entropies of the policy
         lp, entropy = _rl_logprobs(model, batch, own, with_entropy=True)
-        opts = {**opts, "entropy": _rows(batch, entropy)}
+        opts = {**opts, "entropy": _rows(batch, real(entropy))}
     else:
         lp = _rl_logprobs(model, batch, own)
-    mask, old, adv = _flat(batch, "completion_mask", "old_logprobs", "advantages")
+    mask, old, adv = _flat_real(batch, real, "completion_mask", "old_logprobs", "advantages")
     mask = jnp.asarray(mask, jnp.float32)
-    lp = _rows(batch, lp)
+    lp, ref = _rows(batch, real(lp)), real(ref)
     if own.get("target_tokens") is not None and old is not None and not isinstance(batch, GroupedRLBatch):
         lp = jnp.where(mask > 0, lp, jax.lax.stop_gradient(jnp.asarray(old, lp.dtype)))
     loss, metrics = loss_fn(lp, old, adv, mask, ref_logprobs=_rows(batch, ref), **opts)
@@ -315,7 +335,8 @@ def _policy_gradient(model, ref_model, batch, loss_fn, opts, *, reduction: str, 
             "a policy_gradient loss needs advantages in the batch (RLBatch.advantages); an algorithm "
             "that fills token_rewards (reinforce_pp) trains only its own loss"
         )
-    mask, old, adv = _flat(batch, "completion_mask", "old_logprobs", "advantages")
+    real = _real(own)
+    mask, old, adv = _flat_real(batch, real, "completion_mask", "old_logprobs", "advantages")
     mask = jnp.asarray(mask, jnp.float32)
     adv = jnp.broadcast_to(adv[:, None], mask.shape) if adv.ndim == 1 else adv
     kw = {}
@@ -324,8 +345,8 @@ def _policy_gradient(model, ref_model, batch, loss_fn, opts, *, reduction: str, 
         if ref is None:
             _need_ref(ref_model, "policy_gradient", "RLBatch.ref_logprobs")
             ref = _no_grad_logprobs(ref_model, batch, own)
-        kw["ref_logprobs"] = _rows(batch, ref)
-    loss, metrics = loss_fn(_rows(batch, _rl_logprobs(model, batch, own)), old, adv, mask, **kw, **opts)
+        kw["ref_logprobs"] = _rows(batch, real(ref))
+    loss, metrics = loss_fn(_rows(batch, real(_rl_logprobs(model, batch, own))), old, adv, mask, **kw, **opts)
     count = jnp.sum(mask) if reduction == "token_mean" else jnp.float32(mask.shape[0])
     total, count = _rescale(loss, count)
     return WeightedLoss(total, count, metrics)
@@ -376,8 +397,9 @@ def _reinforce_pp_prepare(model, ref_model, batch: RLBatch, opts):
 def _reinforce_pp(model, ref_model, batch: RLBatch, loss_fn, opts):
     own, opts = _split(opts)
     opts = {k: v for k, v in opts.items() if k not in _RPP_RETURN_OPTIONS}
-    lp = _rows(batch, _rl_logprobs(model, batch, own))
-    mask, old, advantages = _flat(batch, "completion_mask", "old_logprobs", "token_rewards")
+    real = _real(own)
+    lp = _rows(batch, real(_rl_logprobs(model, batch, own)))
+    mask, old, advantages = _flat_real(batch, real, "completion_mask", "old_logprobs", "token_rewards")
     mask = jnp.asarray(mask, jnp.float32)
     # token_rewards already hold the whitened advantages: gamma=0, no KL, no whitening makes A_t = r_t.
     loss, metrics = loss_fn(lp, old, advantages, mask, gamma=0.0, kl_coef=0.0, whiten=False, **opts)
@@ -401,8 +423,10 @@ def _dpo(model, ref_model, batch: PreferenceBatch, loss_fn, opts):
         ref_chosen, ref_rejected = ref[:b], ref[b:]
     else:
         ref_chosen, ref_rejected = batch.ref_chosen_logps, batch.ref_rejected_logps
-    loss, metrics = loss_fn(logps[:b], logps[b:], ref_chosen, ref_rejected, **opts)
-    total, count = _rescale(loss, jnp.float32(b))
+    real = _real(own)
+    chosen, rejected = real(logps[:b]), real(logps[b:])
+    loss, metrics = loss_fn(chosen, rejected, real(ref_chosen), real(ref_rejected), **opts)
+    total, count = _rescale(loss, jnp.float32(chosen.shape[0]))
     return WeightedLoss(total, count, metrics)
 
 
@@ -418,8 +442,9 @@ def _prm(model, ref_model, batch: PRMBatch, loss_fn, opts):
     tag_logits = prm_tag_logits(model, batch.input_ids, batch.attention_mask, batch.tag_positions, ids[0], ids[1])
     if own.get("temperature", 1.0) != 1.0:
         tag_logits = tag_logits / own["temperature"]
-    mask = jnp.asarray(batch.step_mask, jnp.float32)
-    loss, metrics = loss_fn(tag_logits, batch.labels, mask, **opts)
+    real = _real(own)
+    mask = real(jnp.asarray(batch.step_mask, jnp.float32))
+    loss, metrics = loss_fn(real(tag_logits), real(batch.labels), mask, **opts)
     total, count = _rescale(loss, jnp.sum(mask))
     return WeightedLoss(total, count, metrics)
 

@@ -25,6 +25,7 @@ from rewardsql_jax.models.config import resolve_dtype
 from rewardsql_jax.models.registry import build_model
 
 from .adapters import ADAPTER_OPTIONS, LossAdapter, get_adapter
+from .padding import RealRows, pad_batch, padded_rows
 from .sharding import batch_shardings, micro_batch_sharding, state_shardings
 from .state import TrainState
 
@@ -141,7 +142,9 @@ class TrainStep:
     """``train_step(state, batch) -> (new_state, metrics)``; jitted on the first call (state donated).
 
     With a mesh, in/out shardings come from the parameters' logical axes and the batch is split over
-    ("data", "fsdp"). Call ``.validate(batch)`` to check a batch without running it.
+    ("data", "fsdp"); a batch whose micro-batches do not split evenly over those devices is padded with masked
+    rows (``training.padding``: loss, gradients and metrics are the real rows'). Call ``.validate(batch)`` to
+    check a batch without running it.
     """
 
     def __init__(
@@ -152,7 +155,7 @@ class TrainStep:
         self._jitted, self._treedef = None, None
 
     def validate(self, batch) -> None:
-        """Raise ValueError if ``batch`` has the wrong type or shapes for this loss / micro-batching / mesh."""
+        """Raise ValueError if ``batch`` has the wrong type or shapes for this loss / micro-batching."""
         want = self.adapter.batch_type
         if not isinstance(batch, want):
             names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
@@ -167,19 +170,27 @@ class TrainStep:
                 f"batch size {b} is not divisible by micro_batches={self.micro_batches}; "
                 f"make the batch a multiple of it."
             )
-        if self.mesh is not None:
-            shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
-            if (b // self.micro_batches) % shards:
-                raise ValueError(
-                    f"micro-batch size {b // self.micro_batches} must be divisible by the "
-                    f"data x fsdp mesh size {shards}; grow the batch or change micro_batches."
-                )
 
-    def _build(self, state, batch):
+    @property
+    def shards(self) -> int:
+        """Devices a batch's rows split over: the mesh's data x fsdp axes (1 without a mesh)."""
+        return 1 if self.mesh is None else self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+
+    def padded_rows(self, rows: int) -> int:
+        """Rows a batch of ``rows`` rows is padded to on this step's mesh (``training.padding``)."""
+        return padded_rows(rows, self.micro_batches, self.shards)
+
+    def _build(self, state, batch, rows: int | None = None):
+        """The jitted step for batches shaped like ``batch`` (already padded) holding ``rows`` real rows."""
         graphdef = with_compute_dtype(self.graphdef, state.params, self.compute_dtype)
+        rows = batch.batch_size if rows is None else rows
+        options = self.options
+        if batch.batch_size != rows:  # the losses see each micro-batch's real rows only
+            replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+            options = {**options, "real_rows": RealRows(rows // self.micro_batches, replicated)}
 
         def fn(state, batch):
-            return _apply(state, graphdef, batch, self.loss_name, self.options, self.micro_batches, self.mesh)
+            return _apply(state, graphdef, batch, self.loss_name, options, self.micro_batches, self.mesh)
 
         if self.mesh is None:
             return jax.jit(fn, donate_argnums=0)
@@ -194,9 +205,11 @@ class TrainStep:
 
     def __call__(self, state: TrainState, batch) -> tuple[TrainState, dict[str, Any]]:
         self.validate(batch)
-        treedef = (jax.tree.structure(state), jax.tree.structure(batch))
+        rows = batch.batch_size
+        batch = pad_batch(batch, self.micro_batches, self.shards)  # rows that do not split evenly: masked padding
+        treedef = (jax.tree.structure(state), jax.tree.structure(batch), rows, batch.batch_size)
         if self._jitted is None or treedef != self._treedef:  # other static parts / optional fields: rebuild
-            self._jitted, self._treedef = self._build(state, batch), treedef
+            self._jitted, self._treedef = self._build(state, batch, rows), treedef
         if self.mesh is not None:  # several processes: each fills its devices' rows of the same host batch
             batch = to_global(batch, batch_shardings(batch, self.mesh))
         return self._jitted(state, batch)

@@ -46,7 +46,7 @@ class StepRewards:
         algo = get_algorithm(algorithm)
         self.step_scores = (
             scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
-            if algo.needs_prm
+            if algo.uses_prm(rl)
             else None
         )
         update = algo.update(ro, self.step_scores, rl)
@@ -102,6 +102,31 @@ def test_process_grpo_puts_step_advantages_on_completion_tokens(tok, algorithm, 
     pr = np.array([0.55, 0.8])
     np.testing.assert_allclose(sr.rewards, pr + [1.0, 0.0] if algorithm == "grpo" else pr, rtol=1e-6)
     assert sr.step_scores == [[0.8, 0.3], [0.8]]
+
+
+def test_released_grpo_without_prm_weight_reads_no_prm_and_trains_on_what_the_prm_path_gives(tok):
+    """rl.rm_coef=0 with the released advantages (the released recipe) places no PRM value: the stage loads no
+    PRM (``uses_prm`` False) and the update without step scores equals the update from PRM scores."""
+    from rewardsql_jax.rl.algorithms.grpo import process_update
+
+    ro = _rollouts(tok)
+    rl = RLConfig(algorithm="grpo", advantage_variant="released", samples_per_prompt=2, rm_coef=0.0)
+    grpo = get_algorithm("grpo")
+    assert not grpo.uses_prm(rl)
+    assert grpo.uses_prm(RLConfig(algorithm="grpo", advantage_variant="released", rm_coef=0.5))
+    assert grpo.uses_prm(RLConfig(algorithm="grpo", advantage_variant="paper", rm_coef=0.0))  # paper ignores rm_coef
+    assert not get_algorithm("grpo_outcome").uses_prm(rl) and not get_algorithm("reinforce_pp").uses_prm(rl)
+    assert get_algorithm("dpo").uses_prm(rl) and get_algorithm("grpo_deepseekmath").uses_prm(rl)
+    without = grpo.update(ro, None, rl)
+    scores = FixedPRM().score(["q"] * 2, [c.text for c in ro.completions])
+    with_prm = process_update(ro, scores, rl, variant="released", with_outcome=True)
+    np.testing.assert_array_equal(without.rewards, with_prm.rewards)
+    assert len(without.token_values) == len(with_prm.token_values) == 2
+    for a, b in zip(without.token_values, with_prm.token_values):
+        np.testing.assert_array_equal(a, b)
+    assert np.count_nonzero(without.token_values[0]) == 1  # the outcome's advantage on the last token only
+    sr = step_rewards("grpo", "released", ro, group_size=2, scorer=None, length=64, pad_id=0, rm_coef=0.0)
+    assert sr.step_scores is None and sr.rewards.tolist() == [1.0, 0.0]
 
 
 def test_reinforce_pp_fills_token_rewards_from_clauses(tok):

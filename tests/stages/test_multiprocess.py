@@ -16,14 +16,14 @@ from pod import launch, model_params
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-# 4 prompt groups: the shared-prefix RL batch splits over the 4 devices. RL on the outcome reward: with the PRM
-# in the reward, groups whose samples tie up to the PRM's fp32 noise (the two runs' PRMs differ by ~2e-7) get
-# z-scored advantages of that noise (std << the 1e-6 epsilon), so grpo's parameters agree only to ~1e-3.
+# configs/smoke.py's 2 RL prompts per step on 4 devices: the shared-prefix RL batch runs padded with masked rows
+# (training.padding). RL on the outcome reward: with the PRM in the reward, groups whose samples tie up to the
+# PRM's fp32 noise (the two runs' PRMs differ by ~2e-7) get z-scored advantages of that noise (std << the 1e-6
+# epsilon), so grpo's parameters agree only to ~1e-3.
 SMOKE = [
     "--config",
     str(ROOT / "configs" / "smoke.py"),
     "workers=1",
-    "rl.prompts_per_step=4",
     "rl.algorithm=grpo_outcome",
 ]
 

@@ -124,6 +124,31 @@ def test_grpo_with_prm_step_advantages(base, tmp_path):
     assert load_model(run / "rl" / "policy").config.vocab_size == load_model(run / "sft" / "policy").config.vocab_size
 
 
+def test_released_grpo_with_rm_coef_0_loads_no_prm_and_trains_as_with_it(base, tmp_path, monkeypatch):
+    """rl.rm_coef=0 with the released advantages (the released recipe): the stage never loads (nor runs) a PRM,
+    and trains to the same parameters as the same run that scores its rollouts with one (weighted 0)."""
+    from rewardsql_jax.rl.algorithms.grpo import GRPO
+    from rewardsql_jax.stages import rl_setup
+
+    released = dict(algorithm="grpo", advantage_variant="released", rm_coef=0.0, steps=1)
+    with_prm = _copy(base, tmp_path, "with_prm", with_prm=True)
+    with monkeypatch.context() as patch:  # the old behaviour: the PRM loaded and scoring every step
+        patch.setattr(GRPO, "uses_prm", lambda self, rl: True)
+        _run(base, with_prm, **released)
+
+    def no_prm(ctx):
+        raise AssertionError("the PRM was loaded")
+
+    monkeypatch.setattr(rl_setup, "load_prm_scorer", no_prm)
+    without = _copy(base, tmp_path, "without")  # no prm/model on disk either
+    m = _run(base, without, **released)
+    _sane_online(m, 1)
+    assert m["uses_prm"] is False
+    assert _changed(without)
+    for a, b in zip(_params(without / "rl" / "policy"), _params(with_prm / "rl" / "policy")):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_grpo_outcome_moves_params_only_when_outcomes_differ_in_a_group(base, tmp_path):
     run = _copy(base, tmp_path)
     m = _run(base, run, algorithm="grpo_outcome", steps=1)

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewardsql_jax.rewards.rollout_rewards import process_reward, process_token_advantages
+from rewardsql_jax.rewards.rollout_rewards import (
+    outcome_only_released_advantages,
+    process_reward,
+    process_token_advantages,
+)
 
 from ..algorithm import OnlineAlgorithm, register_algorithm
 from ..update import Update
@@ -42,5 +46,13 @@ class GRPO(GroupRelativeAlgorithm):
     name = "grpo"
     needs_prm = True
 
+    def uses_prm(self, rl) -> bool:
+        """The released recipe (``advantage_variant="released"``, ``rm_coef=0``) places no PRM value: no PRM."""
+        return not (rl.advantage_variant == "released" and rl.rm_coef == 0)
+
     def update(self, rollouts, prm_scores, rl) -> Update:
+        if not self.uses_prm(rl):  # what process_update gives with rm_coef=0, without PRM scores
+            outcomes = rollouts.outcomes.rewards
+            values = outcome_only_released_advantages(rollouts.completions, outcomes, rl.samples_per_prompt)
+            return Update(rewards=np.asarray(outcomes, np.float32), token_values=values)
         return process_update(rollouts, prm_scores, rl, variant=rl.advantage_variant, with_outcome=True)
