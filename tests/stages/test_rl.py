@@ -127,9 +127,19 @@ def test_grpo_with_prm_step_advantages(base, tmp_path):
 def test_released_grpo_with_rm_coef_0_loads_no_prm_and_trains_as_with_it(base, tmp_path, monkeypatch):
     """rl.rm_coef=0 with the released advantages (the released recipe): the stage never loads (nor runs) a PRM,
     and trains to the same parameters as the same run that scores its rollouts with one (weighted 0)."""
+    from rewardsql_jax.rl import rollouts
     from rewardsql_jax.rl.algorithms.grpo import GRPO
     from rewardsql_jax.stages import rl_setup
 
+    # The tiny SFT policy is rarely right, and a group whose outcomes are all equal has zero advantages and moves
+    # nothing; one right and one wrong answer per group makes both runs train.
+    real_outcomes = rollouts.execution_outcomes
+
+    def one_right_per_group(*args, **kwargs):
+        out = real_outcomes(*args, **kwargs)
+        return dataclasses.replace(out, rewards=(np.arange(len(out.rewards)) % 2 == 0).astype(out.rewards.dtype))
+
+    monkeypatch.setattr(rollouts, "execution_outcomes", one_right_per_group)
     released = dict(algorithm="grpo", advantage_variant="released", rm_coef=0.0, steps=1)
     with_prm = _copy(base, tmp_path, "with_prm", with_prm=True)
     with monkeypatch.context() as patch:  # the old behaviour: the PRM loaded and scoring every step
