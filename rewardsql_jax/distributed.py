@@ -89,6 +89,64 @@ def barrier(name: str) -> None:
     client.wait_at_barrier(f"rewardsql_barrier_{n}_{name}", int(timeout_s * 1000))
 
 
+_GATHERS = itertools.count()
+
+
+def all_gather_objects(name: str, obj) -> list:
+    """Every process's ``obj`` (picklable), in process order, on every process (``[obj]`` with one process).
+
+    Small host values (a step's rewards, counts) travel through JAX's coordination service key-value store, as
+    ``barrier`` waits on it; every process makes the same calls in the same order. Each process deletes its key
+    once all have read it, so a long run leaves nothing behind."""
+    if process_count() == 1:
+        return [obj]
+    import pickle
+
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    n = next(_GATHERS)
+    if client is None:  # not started by jax.distributed.initialize: the pickled bytes through a device collective
+        return _gather_by_collective(pickle.dumps(obj))
+    timeout_ms = int(float(os.environ.get(BARRIER_TIMEOUT_ENV, 6 * 3600)) * 1000)
+    key = f"rewardsql_gather_{n}_{name}"
+    client.key_value_set_bytes(f"{key}/{process_index()}", pickle.dumps(obj))
+    out = [pickle.loads(client.blocking_key_value_get_bytes(f"{key}/{i}", timeout_ms)) for i in range(process_count())]
+    client.wait_at_barrier(f"{key}/read", timeout_ms)
+    client.key_value_delete(f"{key}/{process_index()}")
+    return out
+
+
+def _gather_by_collective(payload: bytes) -> list:
+    import pickle
+
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    data = np.frombuffer(payload, np.uint8)
+    sizes = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int64))).reshape(-1)
+    buf = np.zeros(int(sizes.max()), np.uint8)
+    buf[: data.size] = data
+    every = np.asarray(multihost_utils.process_allgather(buf)).reshape(len(sizes), -1)
+    return [pickle.loads(every[i, : sizes[i]].tobytes()) for i in range(len(sizes))]
+
+
+def owns_row(row: int) -> bool:
+    """Whether this process computes the host work of row ``row`` of a batch every process holds (row r on
+    process r mod P)."""
+    return row % process_count() == process_index()
+
+
+def gather_rows(name: str, n_rows: int, mine: list) -> list:
+    """All ``n_rows`` values of a batch whose row r was computed by process r mod P (``owns_row``): ``mine`` is
+    this process's values of its rows in order; every process gets the whole list."""
+    if process_count() == 1:
+        return list(mine)
+    shares = all_gather_objects(name, list(mine))
+    p = process_count()
+    return [shares[r % p][r // p] for r in range(n_rows)]
+
+
 def speaker() -> str:
     """Log prefix naming the process that speaks when there are several ("" with one)."""
     import jax

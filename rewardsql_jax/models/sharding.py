@@ -146,6 +146,23 @@ def shard_model(model: nnx.Module, mesh: Mesh, rules: AxisRules = DEFAULT_RULES)
     return model
 
 
+def model_mesh(model_or_state) -> Mesh | None:
+    """The mesh a model's (or state's) parameters are sharded over, or None (an unsharded / single-device model)."""
+    state = model_or_state if isinstance(model_or_state, nnx.State) else nnx.state(model_or_state)
+    sharding = getattr(jax.tree.leaves(state)[0], "sharding", None)
+    return sharding.mesh if isinstance(sharding, NamedSharding) else None
+
+
+def placement(model) -> dict:
+    """Where a model's weights live: ``devices`` (how many hold a part of them) and ``whole_matrices`` (weight
+    matrices, 2-D or more, that some device holds whole: 0 when they are all split, as the training rules split
+    them over an fsdp axis > 1; vectors such as norm scales and biases are replicated by those rules)."""
+    leaves = jax.tree.leaves(nnx.state(model, nnx.Param))
+    devices = set().union(*(x.sharding.device_set for x in leaves))
+    whole = sum(x.ndim >= 2 and len(devices) > 1 and x.addressable_shards[0].data.shape == x.shape for x in leaves)
+    return {"devices": len(devices), "whole_matrices": int(whole)}
+
+
 def batch_sharding(mesh: Mesh, rules: AxisRules = DEFAULT_RULES, *, shape=None) -> NamedSharding:
     """NamedSharding for ``[B, T]`` token / mask arrays (batch over data x fsdp, sequence replicated)."""
     return NamedSharding(mesh, logical_to_spec(("batch", "seq"), rules, shape=shape, mesh=mesh if shape else None))

@@ -11,6 +11,7 @@ import numpy as np
 from flax import nnx
 
 from rewardsql_jax.models.prm_head import find_tag_positions, format_prm_input, step_scores, step_tag_ids
+from rewardsql_jax.models.sharding import activation_sharding, model_mesh
 from rewardsql_jax.sampling.inputs import pad_id
 
 AGGREGATIONS = ("min", "product", "last", "average")
@@ -37,7 +38,10 @@ class PRMScorer:
     def __init__(self, model, tokenizer, *, batch_size: int = 16, length_multiple: int = 64):
         self.model, self.tok = model, tokenizer
         self.tags = step_tag_ids(tokenizer)
-        self.batch_size, self.length_multiple = batch_size, length_multiple
+        self.mesh = model_mesh(model)
+        # a sharded model scores its rows spread over the mesh's data x fsdp devices: a multiple of them per call
+        shards = 1 if self.mesh is None else self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+        self.batch_size, self.length_multiple = -(-batch_size // shards) * shards, length_multiple
         self.pad = pad_id(tokenizer)
 
     def score(self, prompts, responses) -> list[list[float]]:
@@ -67,7 +71,9 @@ class PRMScorer:
         steps = max(8, -(-tags.positions.shape[1] // 8) * 8)
         positions = np.zeros((rows, steps), np.int32)
         positions[:, : tags.positions.shape[1]] = tags.positions
-        scores = np.asarray(
-            jax.device_get(_scores(self.model, ids, mask, positions, self.tags.plus_id, self.tags.minus_id))
-        )
+        arrays = (ids, mask, positions)
+        if self.mesh is not None:
+            rows_sharding = activation_sharding(("batch",), self.mesh)
+            arrays = tuple(jax.device_put(x, rows_sharding) for x in arrays)
+        scores = np.asarray(jax.device_get(_scores(self.model, *arrays, self.tags.plus_id, self.tags.minus_id)))
         return [scores[i, : int(tags.mask[i].sum())].tolist() for i in range(n)]

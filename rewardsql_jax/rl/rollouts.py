@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from rewardsql_jax.distributed import gather_rows, owns_row, process_count
 from rewardsql_jax.rewards.rollout_rewards import (
     DecodedCompletion,
     Outcomes,
@@ -150,6 +151,7 @@ class RolloutSampler:
         self.prompts_per_call, self.max_cache_len = prompts_per_call, max_cache_len
         self.pad = pad_id(tokenizer)
         self.host = ThreadPoolExecutor(max_workers=1)
+        self.rows_scored = 0  # rows whose host work this process computed
 
     def generate(self, model, records, prompt_ids, *, seed: int) -> PendingRollouts:
         rows_p, rows_t, rows_l, rows_r, futures = [], [], [], [], []
@@ -170,11 +172,15 @@ class RolloutSampler:
             )
             t_sample += time.perf_counter() - t0
             recs = [records[start + i // n] for i in range(len(res.tokens))]
+            # on a pod each process scores only its own rows (row r on process r mod P); collect gathers them
+            mine = [i for i in range(len(res.tokens)) if owns_row(len(rows_t) + i)]
             rows_p += [chunk[i // n] for i in range(len(res.tokens))]
             rows_t += res.tokens
             rows_l += res.logprobs
             rows_r += recs
-            futures.append(self.host.submit(self.host_fn, recs, res.tokens))
+            if mine:
+                futures.append(self.host.submit(self.host_fn, [recs[i] for i in mine], [res.tokens[i] for i in mine]))
+            self.rows_scored += len(mine)
         return PendingRollouts(rows_p, rows_t, rows_l, rows_r, futures, t_sample)
 
     def close(self) -> None:
@@ -200,7 +206,7 @@ class PendingRollouts:
 
     def collect(self) -> Rollouts:
         t0 = time.perf_counter()
-        scores = _concat([f.result() for f in self.futures])
+        scores = _gather_host_scores(len(self.token_ids), [f.result() for f in self.futures])
         return Rollouts(
             prompt_ids=self.prompt_ids,
             token_ids=self.token_ids,
@@ -213,6 +219,35 @@ class PendingRollouts:
             sample_seconds=self.sample_seconds,
             wait_seconds=time.perf_counter() - t0,
         )
+
+
+def _gather_host_scores(n_rows: int, parts: Sequence[HostScores]) -> HostScores:
+    """The host scores of all ``n_rows`` rows from this process's ``parts`` (its own rows, ``owns_row``) and the
+    other processes'. Execution results stay with the process that computed them (None for the others' rows):
+    only the rewards, flags, decoded texts and clause rewards travel."""
+    if process_count() == 1:
+        return _concat(parts)
+    mine = [row for part in parts for row in _rows(part)]
+    every = gather_rows("rollout host scores", n_rows, mine)
+    own = iter(res for part in parts for res in part.outcomes.results)
+    outcomes = Outcomes(
+        rewards=np.asarray([row[1] for row in every], np.float32),
+        executable=np.asarray([row[2] for row in every], bool),
+        gold_ok=np.asarray([row[3] for row in every], bool),
+        results=tuple(next(own) if owns_row(r) else None for r in range(n_rows)),
+    )
+    clauses = [row[4] for row in every] if every[0][5] else None  # the same host_fn scored every row
+    return HostScores([row[0] for row in every], outcomes, clauses)
+
+
+def _rows(part: HostScores) -> list[tuple]:
+    """(completion, reward, executable, gold_ok, clause rewards, with clause rewards) per row of ``part``."""
+    o, has = part.outcomes, part.clauses is not None
+    clauses = part.clauses if has else [None] * len(part.completions)
+    return [
+        (c, float(r), bool(e), bool(g), cl, has)
+        for c, r, e, g, cl in zip(part.completions, o.rewards, o.executable, o.gold_ok, clauses)
+    ]
 
 
 def sample_rollouts(

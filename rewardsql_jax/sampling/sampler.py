@@ -28,7 +28,7 @@ from flax import nnx, struct
 from jax.sharding import NamedSharding, PartitionSpec
 
 from ..distributed import fetch, process_count, spans_processes, to_global
-from ..models.sharding import activation_sharding
+from ..models.sharding import activation_sharding, model_mesh
 from ..models.transformer import KVCache, init_cache
 from .inputs import check_options, normalize_eos, pad_prompts
 from .logits_processing import sample_tokens
@@ -89,12 +89,6 @@ def _padding_rows(rows: int, opts: SamplerOptions):
     if opts.real_prompts is None:
         return jnp.zeros((rows,), bool)
     return jnp.arange(rows) >= opts.real_prompts * opts.num_samples
-
-
-def _model_mesh(state):
-    """The mesh the model's parameters are sharded over, or None (an unsharded / single-device model)."""
-    sharding = getattr(jax.tree.leaves(state)[0], "sharding", None)
-    return sharding.mesh if isinstance(sharding, NamedSharding) else None
 
 
 def pad_to_mesh(arrays, mesh):
@@ -243,7 +237,7 @@ def generate(
         num_samples=num_samples,
     )
     graphdef, state = nnx.split(model)
-    mesh = _model_mesh(state)
+    mesh = model_mesh(state)
     ids, mask, lengths = batch.ids, batch.mask, batch.lengths
     if mesh is not None:  # the prompts' rows over the data x fsdp devices, padded to split evenly
         (ids, mask, lengths), n = pad_to_mesh((ids, mask, lengths), mesh)

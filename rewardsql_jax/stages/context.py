@@ -163,6 +163,23 @@ class RunContext:
         m = self.config.mesh
         return make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)
 
+    def host_mesh(self):
+        """The mesh of the sampling and scoring stages over this process's own devices, or None (one device).
+
+        Each process answers its own share of the questions (DESIGN.md, "Sampling on a pod"), so the models it
+        samples or scores with are sharded over its local devices only: every weight split over all of them
+        (fsdp, with the configured ``mesh.tensor`` when it divides them) by the training rules, and the batch
+        rows spread over the same devices."""
+        import jax
+
+        from rewardsql_jax.models.sharding import make_mesh
+
+        devices = jax.local_devices()
+        if len(devices) == 1:
+            return None
+        tensor = self.config.mesh.tensor if len(devices) % self.config.mesh.tensor == 0 else 1
+        return make_mesh(data=1, fsdp=-1, tensor=tensor, devices=devices)
+
     def close(self) -> None:
         if self._scalars is not None:
             self._scalars.close()

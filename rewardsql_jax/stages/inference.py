@@ -16,12 +16,14 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from rewardsql_jax.distributed import barrier, is_primary, process_count, process_index
+from rewardsql_jax.distributed import is_primary, process_count
+from rewardsql_jax.models.sharding import placement
 from rewardsql_jax.rewards.prm_scoring import PRMScorer, aggregate_steps
 
 from .context import RunContext
 from .generation import generate_sql
 from .policy import load_model
+from .shares import exchange_shares, in_chunk_order, owned_chunks
 
 
 def result_signature(res) -> str | None:
@@ -99,9 +101,10 @@ def run_inference(ctx: RunContext) -> dict:
             (ctx.stage_dir("inference") / "predictions.json").write_text(json.dumps(preds, indent=1))
         return ctx.finish("inference", {"questions": len(records), "policies": [], "source": inf.predictions_file})
     found = policies(ctx)
-    chunks = owned_chunks(len(records))
-    mine = _predict(ctx, records, found, chunks)
-    preds = merge_shares(ctx.stage_dir("inference"), mine, chunks, len(records))
+    chunks = owned_chunks(len(records), CHUNK)
+    placements = {}
+    mine = _predict(ctx, records, found, chunks, placements)
+    preds, shares = merge_shares(ctx.stage_dir("inference"), mine, chunks, len(records))
     n_candidates = sum(len(p["candidates"]) for p in preds)
     scorer = (ctx.run_dir / "prm" / "model" / "config.json").exists()
     return ctx.finish(
@@ -112,6 +115,12 @@ def run_inference(ctx: RunContext) -> dict:
             "candidates_per_question": inf.best_of_n,
             "prm_used": scorer,
             "processes": process_count(),
+            # each process's share of the host work: its questions and the candidate SQL it executed
+            "questions_per_process": [len(share["items"]) for share in shares],
+            "sql_executed_per_process": [
+                sum(len(p["candidates"]) + len(p.get("sft_candidates", [])) for p in share["items"]) for share in shares
+            ],
+            "placement": placements,
             "executable_candidate_rate": sum(c["signature"] is not None for p in preds for c in p["candidates"])
             / max(n_candidates, 1),
         },
@@ -121,23 +130,19 @@ def run_inference(ctx: RunContext) -> dict:
 CHUNK = 8  # questions per sampler call; chunk c is sampled with seed + c whichever process runs it
 
 
-def owned_chunks(n_questions: int) -> list[int]:
-    """The chunks of ``CHUNK`` consecutive eval questions this process answers (chunk c goes to process
-    c mod P), so P hosts share the work and the predictions equal one process's."""
-    return list(range(process_index(), -(-n_questions // CHUNK), process_count()))
-
-
-def _predict(ctx: RunContext, records, found: dict, chunks: list[int]) -> list[dict]:
+def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placements: dict) -> list[dict]:
     """Predictions of the questions in ``chunks``: greedy SQL of every policy, N candidates of the final one
     (executed in this host's SQL pool, PRM-scored), Best-of-N and vote picks; when the final policy is not the
-    SFT one, also N executed samples of the SFT policy (``sft_candidates``, for evaluate's headroom block)."""
+    SFT one, also N executed samples of the SFT policy (``sft_candidates``, for evaluate's headroom block).
+    Every model is sharded over this process's devices (``host_mesh``); ``placements`` gets where each lives."""
     cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
     rows = [records[c * CHUNK : (c + 1) * CHUNK] for c in chunks]
     preds = [[{"question_id": r["question_id"], "db_id": r["db_id"]} for r in part] for part in rows]
     final_stage = list(found)[-1]
     n_chunks = -(-len(records) // CHUNK)
     for stage, path in found.items():
-        model = load_model(path, cfg.model.dtype)
+        model = load_model(path, cfg.model.dtype, ctx.host_mesh())
+        placements[stage] = placement(model)
         for c, part, out in zip(tqdm(chunks, desc=f"greedy ({stage})"), rows, preds):
             greedy = generate_sql(
                 model,
@@ -159,7 +164,13 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int]) -> list[d
                     p["sft_candidates"] = [{"sql": sql, "signature": result_signature(next(results))} for sql in texts]
     # ``model`` is the final policy: the loop above loaded it last
     prm_path = ctx.run_dir / "prm" / "model"
-    scorer = PRMScorer(load_model(prm_path, cfg.model.dtype), tok) if (prm_path / "config.json").exists() else None
+    scorer = (
+        PRMScorer(load_model(prm_path, cfg.model.dtype, ctx.host_mesh()), tok)
+        if (prm_path / "config.json").exists()
+        else None
+    )
+    if scorer is not None:
+        placements["prm"] = placement(scorer.model)
     for c, part, out in zip(tqdm(chunks, desc=f"best-of-{inf.best_of_n} ({final_stage})"), rows, preds):
         sampled = _sample(model, tok, part, inf, cfg.seed + 1 + c)
         results = iter(_execute(pool, part, sampled.texts))
@@ -197,26 +208,11 @@ def _execute(pool, part, texts) -> list:
     return pool.map([(r["db_path"], sql) for r, sqls in zip(part, texts) for sql in sqls])
 
 
-def merge_shares(out: Path, mine: list[dict], chunks: list[int], n_questions: int) -> list[dict]:
-    """Every process's predictions in eval order, written once to ``predictions.json``: with several processes
-    each writes its share to ``predictions.part<i>.json`` on the shared run directory, and after a barrier the
-    primary merges them."""
-    if process_count() == 1:
-        merged = mine
-    else:
-        (out / f"predictions.part{process_index()}.json").write_text(json.dumps({"chunks": chunks, "preds": mine}))
-        barrier("inference shares written")
-        by_chunk = {}
-        for i in range(process_count()):
-            share = json.loads((out / f"predictions.part{i}.json").read_text())
-            it = iter(share["preds"])
-            for c in share["chunks"]:
-                by_chunk[c] = [next(it) for _ in range(min(CHUNK, n_questions - c * CHUNK))]
-        merged = [p for c in sorted(by_chunk) for p in by_chunk[c]]
-        barrier("inference shares read")
-        if is_primary():
-            for i in range(process_count()):
-                (out / f"predictions.part{i}.json").unlink()
+def merge_shares(out: Path, mine: list[dict], chunks: list[int], n_questions: int) -> tuple[list[dict], list]:
+    """Every process's predictions in eval order, written once by the primary to ``predictions.json``, and the
+    processes' shares (``{"chunks", "items"}``)."""
+    shares = exchange_shares(out, "predictions", {"chunks": chunks, "items": mine})
+    merged = in_chunk_order(shares, CHUNK, n_questions)
     if is_primary():
         (out / "predictions.json").write_text(json.dumps(merged, indent=1))
-    return merged
+    return merged, shares

@@ -8,6 +8,7 @@ from flax import nnx
 
 from rewardsql_jax.distributed import barrier, fetch, is_primary, spans_processes
 from rewardsql_jax.models import fresh_model, from_pretrained, save_pretrained
+from rewardsql_jax.models.sharding import shard_model
 
 from .context import RunContext
 
@@ -39,5 +40,7 @@ def save_model(ctx: RunContext, model, path: Path) -> Path:
     return path
 
 
-def load_model(path: Path, dtype: str = "float32"):
-    return from_pretrained(path, dtype=dtype)
+def load_model(path: Path, dtype: str = "float32", mesh=None):
+    """The HF checkpoint at ``path``; with ``mesh``, its weights sharded over it by the training rules."""
+    model = from_pretrained(path, dtype=dtype)
+    return model if mesh is None else shard_model(model, mesh)

@@ -26,7 +26,6 @@ import numpy as np
 from flax import nnx
 
 from rewardsql_jax.models.prm_head import format_prm_input, step_scores, step_tag_ids
-from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.sql import format_step_result, prefix_sql, split_cocte
 from rewardsql_jax.stats import auc as step_auc
@@ -218,9 +217,8 @@ def run_prm(ctx: RunContext) -> dict:
     length = bucket_length(max(len(e[0]) for e in every))  # one shape for train and eval: one compile each
     num_steps = -(-max(len(e[2]) for e in every) // 4) * 4
 
-    model, mesh = load_model(ctx.require("sft", "policy"), cfg.model.dtype), ctx.mesh()
-    if mesh is not None:
-        model = shard_model(model, mesh)
+    mesh = ctx.mesh()
+    model = load_model(ctx.require("sft", "policy"), cfg.model.dtype, mesh)
     before = evaluate_steps(model, held, tags, length, num_steps, pc.batch_size, pad)
     opt = OptimizerConfig(
         learning_rate=pc.lr,

@@ -8,7 +8,9 @@ policy that forgets the blank lines still gets one step per CTE. ``search.omega_
 steps: ``k = completions_per_step`` completions of ``prompt + prefix`` estimate MC(prefix), a binary search
 finds each selected rollout's first wrong step, Q/U selection with ``c_puct / alpha / beta / length_scale``
 (L in tokens) picks what to search next, ``search_budget`` iterations per question. All questions search
-in lock-step, so every round is one batched ``generate_sql`` call and one ``ExecutorPool.map``.
+in lock-step, so every round is one sampler call per chunk of ``PROMPTS_PER_CALL`` questions (seeded by the
+chunk and the round) and one ``ExecutorPool.map``. On a pod each process labels its own chunks
+(``stages.shares``) on its own devices, and the labels equal one process's.
 A completion is correct when it executes to the gold result (BIRD rule, ``results_match``).
 
 Rollouts that do not parse as SQL are kept and searched like the others (``unparseable="search"``): their
@@ -25,6 +27,7 @@ source, parseable}; ``response`` joins the steps with "\\n\\n" so ``format_prm_i
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 
@@ -32,6 +35,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from rewardsql_jax.distributed import barrier, is_primary
+from rewardsql_jax.models.sharding import placement
 from rewardsql_jax.search.omega_prm import (
     LabelledRollout,
     OmegaPRMConfig,
@@ -46,6 +50,7 @@ from .cold_start import write_jsonl
 from .context import RunContext
 from .generation import generate_sql
 from .policy import load_model
+from .shares import exchange_shares, in_chunk_order, owned_chunks
 
 STEP_SEPARATOR = "\n\n"
 UNPARSEABLE = ("search", "negative", "drop")
@@ -143,7 +148,7 @@ class _Executor:
     """Judges step tuples of many questions in one pool call per round (BIRD EX against the gold)."""
 
     def __init__(self, pool, records):
-        self.pool, self.calls = pool, 0
+        self.pool, self.calls = pool, len(records)
         gold = pool.map([(r["db_path"], r["gold_sql"]) for r in records])
         self.gold = {r["question_id"]: g for r, g in zip(records, gold)}
 
@@ -154,13 +159,18 @@ class _Executor:
         return [results_match(res, self.gold[r["question_id"]], "bird") for (r, _), res in zip(items, results)]
 
 
+def chunk_seed(seed: int, chunk: int, round_: int) -> int:
+    """The sampler seed of one chunk's ``round_`` (0: its rollouts; r >= 1: its r-th MC round): it depends on the
+    chunk alone, so a chunk's labels are the same whichever process, and beside whichever chunks, it runs."""
+    return seed + 7 + 1_000_003 * chunk + 1000 * round_
+
+
 def _padded_generate(model, tok, prompts, *, k, cfg, seed):
-    n = len(prompts)
-    pad = (-n) % PROMPTS_PER_CALL if n > PROMPTS_PER_CALL else PROMPTS_PER_CALL - n
+    """``k`` samples of each of at most ``PROMPTS_PER_CALL`` prompts in one sampler call of the fixed shape."""
     out = generate_sql(
         model,
         tok,
-        prompts + [prompts[-1]] * pad,
+        prompts + [prompts[-1]] * (PROMPTS_PER_CALL - len(prompts)),
         num_samples=k,
         temperature=cfg.temperature,
         max_new_tokens=cfg.max_new_tokens,
@@ -168,26 +178,32 @@ def _padded_generate(model, tok, prompts, *, k, cfg, seed):
         prompts_per_call=PROMPTS_PER_CALL,
         progress=False,
     )
-    return out.texts[:n]
+    return out.texts[: len(prompts)]
 
 
-def _answer_batch(model, tok, cfg, executor, chosen, counter, bar):
-    """``run_searches`` callback: complete every requested prefix (one sampler batch), judge all completions."""
+def _answer_batch(model, tok, cfg, seed, executor, chosen, chunk_of, counter, bar):
+    """``run_searches`` callback: complete every requested prefix (one sampler call per chunk, seeded by the
+    chunk and the round), judge all completions in one pool call."""
 
     def answer(items):
         counter["rounds"] += 1
-        # The prompt ends with the prefix's last step, not with the separator after it: the policy writes the
-        # "\n\n" itself, tokenised as in its training targets (a BPE can tokenise a trailing "\n\n" as a
-        # token that never precedes a next step, and the completions would then be noise).
-        prompts = [chosen[i]["prompt"] + steps_text(r.prefix) for i, r in items]
-        texts = _padded_generate(
-            model, tok, prompts, k=items[0][1].k, cfg=cfg, seed=counter["seed"] + 1000 * counter["rounds"]
-        )
+        asked, items = items, sorted(items, key=lambda item: item[0])
+        texts = []
+        for c in sorted({chunk_of[i] for i, _ in items}):
+            part = [(i, r) for i, r in items if chunk_of[i] == c]
+            # The prompt ends with the prefix's last step, not with the separator after it: the policy writes
+            # the "\n\n" itself, tokenised as in its training targets (a BPE can tokenise a trailing "\n\n" as
+            # a token that never precedes a next step, and the completions would then be noise).
+            prompts = [chosen[i]["prompt"] + steps_text(r.prefix) for i, r in part]
+            texts += _padded_generate(
+                model, tok, prompts, k=part[0][1].k, cfg=cfg, seed=chunk_seed(seed, c, counter["rounds"])
+            )
         fulls = [[continued_steps(r.prefix, t) for t in ts] for (_, r), ts in zip(items, texts)]
         verdicts = iter(executor.judge([(chosen[i], f) for (i, _), fs in zip(items, fulls) for f in fs]))
         bar.update(1)
         bar.set_postfix(requests=len(items))
-        return [[Rollout(f, next(verdicts)) for f in fs] for fs in fulls]
+        by_search = {i: [Rollout(f, next(verdicts)) for f in fs] for (i, _), fs in zip(items, fulls)}
+        return [by_search[i] for i, _ in asked]
 
     return answer
 
@@ -220,17 +236,63 @@ def _records(ctx, record, labelled, parseable, keep):
 
 def run_prm_labels(ctx: RunContext) -> dict:
     cfg, out, t0 = ctx.config.prm_labels, ctx.stage_dir("prm_labels"), time.perf_counter()
-    unparseable = cfg.unparseable
-    keep = float(cfg.dedup_keep)
     tok = ctx.tokenizer()
     train = ctx.records("cold_start", "train.jsonl")
-    model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype)
     rng = np.random.default_rng(ctx.config.seed)
     chosen = [train[i] for i in rng.choice(len(train), size=min(cfg.num_questions, len(train)), replace=False)]
-    sampled = _padded_generate(
-        model, tok, [r["prompt"] for r in chosen], k=cfg.rollouts_per_question, cfg=cfg, seed=ctx.config.seed + 7
+    chunks = owned_chunks(len(chosen), PROMPTS_PER_CALL)
+    model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype, ctx.host_mesh())
+    per_question, stats = _label_share(ctx, model, tok, chosen, chunks)
+    shares = exchange_shares(out, "labels", {"chunks": chunks, "items": per_question, "stats": stats})
+    records = [rec for recs in in_chunk_order(shares, PROMPTS_PER_CALL, len(chosen)) for rec in recs]
+    if is_primary():
+        write_jsonl(out / "labels.jsonl", records)
+    barrier("prm_labels.py")
+    share_stats = [share["stats"] for share in shares]
+    totals = {k: sum(st[k] for st in share_stats) for k in share_stats[0] if k != "generation_rounds"}
+    sources = collections.Counter(rec["source"] for rec in records)
+    labels = [y for rec in records for y in rec["step_labels"]]
+    return ctx.finish(
+        "prm_labels",
+        {
+            "questions": len(chosen),
+            "rollouts_sampled": totals["rollouts_sampled"],
+            "rollouts_empty": totals["rollouts_empty"],
+            "rollouts_duplicate": totals["rollouts_duplicate"],
+            "rollouts_unparseable": totals["rollouts_unparseable"],
+            "unparseable_policy": cfg.unparseable,
+            "labelled_rollouts": len(records),
+            "dropped_near_duplicates": totals["candidates"] - len(records),
+            "sources": dict(sources),
+            "steps": len(labels),
+            "positive_steps": int(sum(labels)),
+            "negative_steps": len(labels) - int(sum(labels)),
+            "mc_evaluations": totals["mc_evaluations"],
+            "completions": totals["completions"],
+            "search_iterations": totals["search_iterations"],
+            "generation_rounds": max(st["generation_rounds"] for st in share_stats),
+            "db_calls": totals["db_calls"],
+            # the host work of each process: its questions and the SQL it executed
+            "questions_per_process": [st["questions"] for st in share_stats],
+            "db_calls_per_process": [st["db_calls"] for st in share_stats],
+            "policy_placement": placement(model),
+            "seconds": time.perf_counter() - t0,
+        },
     )
-    executor = _Executor(ctx.pool(), chosen)
+
+
+def _label_share(ctx: RunContext, model, tok, chosen: list, chunks: list[int]) -> tuple[list, dict]:
+    """This process's share: the labelled records of each question in ``chunks`` (a list per question, chunk
+    order) and its counts. Every chunk is sampled with its own seeds (``chunk_seed``)."""
+    cfg, seed = ctx.config.prm_labels, ctx.config.seed
+    unparseable, keep = cfg.unparseable, float(cfg.dedup_keep)
+    mine = [(c, i) for c in chunks for i in range(c * PROMPTS_PER_CALL, min((c + 1) * PROMPTS_PER_CALL, len(chosen)))]
+    questions, chunk_of = [chosen[i] for _, i in mine], [c for c, _ in mine]
+    sampled = []
+    for c in chunks:
+        part = [q["prompt"] for q, qc in zip(questions, chunk_of) if qc == c]
+        sampled += _padded_generate(model, tok, part, k=cfg.rollouts_per_question, cfg=cfg, seed=chunk_seed(seed, c, 0))
+    executor = _Executor(ctx.pool(), questions)
     filtered = [filter_rollouts(texts, unparseable) for texts in sampled]
     search_cfg = OmegaPRMConfig(
         completions_per_step=cfg.completions_per_step,
@@ -245,49 +307,34 @@ def run_prm_labels(ctx: RunContext) -> dict:
         return len(tok(steps_text(steps), add_special_tokens=False).input_ids)
 
     searched = [[s for s in f.rollouts if unparseable == "search" or f.parseable[s]] for f in filtered]
-    verdicts = iter(executor.judge([(r, s) for r, ss in zip(chosen, searched) for s in ss]))
-    counter = {"rounds": 0, "seed": ctx.config.seed + 1000}
+    verdicts = iter(executor.judge([(r, s) for r, ss in zip(questions, searched) for s in ss]))
+    counter = {"rounds": 0}
     searches = [
         omega_prm_search([Rollout(s, next(verdicts)) for s in ss], search_cfg, length_fn=n_tokens) for ss in searched
     ]
     with tqdm(desc="prm labels: MC rounds", unit="round") as bar:
-        results = run_searches(searches, _answer_batch(model, tok, cfg, executor, chosen, counter, bar))
-    records, sources, candidates = [], {}, 0
-    for r, f, res in zip(chosen, filtered, results):
+        answer = _answer_batch(model, tok, cfg, seed, executor, questions, chunk_of, counter, bar)
+        results = run_searches(searches, answer)
+    per_question, candidates = [], 0
+    for r, f, res in zip(questions, filtered, results):
         negatives = [
             LabelledRollout(s, step_labels(len(s), 0), 0, "unparseable")
             for s in f.rollouts
             if unparseable == "negative" and not f.parseable[s]
         ]
         candidates += len(res.labelled) + len(negatives)
-        recs = _records(ctx, r, list(res.labelled) + negatives, f.parseable, keep)
-        records.extend(recs)
-        for rec in recs:
-            sources[rec["source"]] = sources.get(rec["source"], 0) + 1
-    if is_primary():  # every process computed the same records
-        write_jsonl(out / "labels.jsonl", records)
-    barrier("prm_labels.py")
-    labels = [y for rec in records for y in rec["step_labels"]]
-    return ctx.finish(
-        "prm_labels",
-        {
-            "questions": len(chosen),
-            "rollouts_sampled": sum(len(t) for t in sampled),
-            "rollouts_empty": sum(f.empty for f in filtered),
-            "rollouts_duplicate": sum(f.duplicates for f in filtered),
-            "rollouts_unparseable": sum(f.unparseable for f in filtered),
-            "unparseable_policy": unparseable,
-            "labelled_rollouts": len(records),
-            "dropped_near_duplicates": candidates - len(records),
-            "sources": sources,
-            "steps": len(labels),
-            "positive_steps": int(sum(labels)),
-            "negative_steps": len(labels) - int(sum(labels)),
-            "mc_evaluations": sum(res.mc_evaluations for res in results),
-            "completions": sum(res.completions for res in results),
-            "search_iterations": sum(r.iterations for r in results),
-            "generation_rounds": counter["rounds"],
-            "db_calls": executor.calls + len(chosen),
-            "seconds": time.perf_counter() - t0,
-        },
-    )
+        per_question.append(_records(ctx, r, list(res.labelled) + negatives, f.parseable, keep))
+    stats = {
+        "questions": len(questions),
+        "rollouts_sampled": sum(len(t) for t in sampled),
+        "rollouts_empty": sum(f.empty for f in filtered),
+        "rollouts_duplicate": sum(f.duplicates for f in filtered),
+        "rollouts_unparseable": sum(f.unparseable for f in filtered),
+        "candidates": candidates,
+        "mc_evaluations": sum(res.mc_evaluations for res in results),
+        "completions": sum(res.completions for res in results),
+        "search_iterations": sum(res.iterations for res in results),
+        "generation_rounds": counter["rounds"],
+        "db_calls": executor.calls,
+    }
+    return per_question, stats

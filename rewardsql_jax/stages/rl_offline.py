@@ -27,7 +27,7 @@ from rewardsql_jax.training.fit import fit
 
 from .context import RunContext
 from .policy import save_model
-from .rl_setup import fit_options, load_prm_scorer, new_state, rl_data, train_step
+from .rl_setup import fit_options, load_prm_scorer, new_state, prm_scores, rl_data, train_step
 
 
 def candidates(ctx: RunContext, data, state) -> list[dict]:
@@ -56,7 +56,7 @@ def candidates(ctx: RunContext, data, state) -> list[dict]:
         prompts_per_call=sampler_prompts(rl),
         host_fn=host_fn,
     )
-    scores = scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+    scores = prm_scores(scorer, [r["prompt"] for r in ro.records], [c.text for c in ro.completions])
     out = []
     for r, (q, p, t, c) in enumerate(
         zip(np.repeat(idx, rl.samples_per_prompt), ro.prompt_ids, ro.token_ids, ro.completions)

@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 import jax
 
-from rewardsql_jax.distributed import is_primary
+from rewardsql_jax.distributed import all_gather_objects, is_primary
+from rewardsql_jax.models.sharding import placement
 from rewardsql_jax.rl import RolloutSampler, get_algorithm, score_rows
 from rewardsql_jax.rl import update as rl_update
 from rewardsql_jax.rl.algorithm import OnlineAlgorithm
@@ -35,7 +36,7 @@ from rewardsql_jax.training.fit import fit
 from .context import RunContext
 from .policy import save_model
 from .rl_report import online_metrics, plot_learning_curve
-from .rl_setup import RLData, fit_options, new_state, prm_scorer_if_needed, rl_data, train_step
+from .rl_setup import RLData, fit_options, new_state, prm_scorer_if_needed, prm_scores, rl_data, train_step
 
 PHASES = ("generate", "execute", "reward", "advantage", "update")
 
@@ -141,7 +142,7 @@ def _sample_and_score(inputs: RLInputs, state, step: int, draw: int, timer: Phas
         ro = pending.collect()
     with timer.phase("reward"):
         scores = (
-            inputs.scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+            prm_scores(inputs.scorer, [r["prompt"] for r in ro.records], [c.text for c in ro.completions])
             if inputs.scorer is not None
             else None
         )
@@ -218,4 +219,9 @@ def run_online(ctx: RunContext) -> dict:
     save_model(ctx, state.model(), out / "policy")
     if is_primary():
         plot_learning_curve(history, out / "learning_curve.png", title=f"rl ({rl.algorithm})")
-    return ctx.finish("rl", online_metrics(rl, history, resumed_from=run.resumed_from, dropped=data.dropped_too_long))
+    metrics = online_metrics(rl, history, resumed_from=run.resumed_from, dropped=data.dropped_too_long)
+    # the host work (decode, execute, score) each process did: its own rows only
+    metrics["rows_scored_per_process"] = all_gather_objects("rl rows scored", sampler.rows_scored)
+    if inputs.scorer is not None:
+        metrics["prm_placement"] = placement(inputs.scorer.model)
+    return ctx.finish("rl", metrics)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from rewardsql_jax.models.sharding import shard_model
+from rewardsql_jax.distributed import gather_rows, owns_row
 from rewardsql_jax.rewards.prm_scoring import PRMScorer
 from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.training.collate import rl_length
@@ -75,7 +75,16 @@ def load_prm_scorer(ctx: RunContext):
             f"first (stages=(..., 'prm_labels', 'prm', 'rl')), or use rl.algorithm=grpo_outcome "
             f"or reinforce_pp, which need no PRM"
         )
-    return PRMScorer(load_model(path, ctx.config.model.dtype), ctx.tokenizer())
+    return PRMScorer(load_model(path, ctx.config.model.dtype, ctx.host_mesh()), ctx.tokenizer())
+
+
+def prm_scores(scorer: PRMScorer, prompts: list, responses: list) -> list:
+    """The PRM step scores of every row; on a pod each process scores its own rows (row r on process r mod P,
+    on its own devices) and the scores are gathered."""
+    mine = [i for i in range(len(prompts)) if owns_row(i)]
+    return gather_rows(
+        "prm scores", len(prompts), scorer.score([prompts[i] for i in mine], [responses[i] for i in mine])
+    )
 
 
 def prm_scorer_if_needed(ctx: RunContext):
@@ -87,9 +96,7 @@ def prm_scorer_if_needed(ctx: RunContext):
 def new_state(ctx: RunContext):
     """Train state of the SFT policy with the SFT policy as frozen reference (constant lr, grad clip 1.0),
     sharded over the run's mesh when there is more than one device."""
-    model, mesh = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype), ctx.mesh()
-    if mesh is not None:
-        model = shard_model(model, mesh)
+    model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype, ctx.mesh())
     opt = OptimizerConfig(learning_rate=ctx.config.rl.lr, max_grad_norm=1.0)
     return create_train_state(model, make_optimizer(opt), seed=ctx.config.seed, with_reference=True)
 

@@ -21,9 +21,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(args, *, processes: int, devices: int, log_dir: Path) -> list[subprocess.Popen]:
-    """``python launch/run.py args...`` (args: its options and overrides) as ``processes`` processes of ``devices`` CPU devices; output in
-    ``log_dir/process<i>.log``."""
+def start(args, *, processes: int, devices: int, log_dir: Path, script: str = RUN) -> list[subprocess.Popen]:
+    """``python launch/run.py args...`` (args: its options and overrides; or another ``script``) as ``processes``
+    processes of ``devices`` CPU devices; output in ``log_dir/process<i>.log``."""
     port, procs = free_port(), []
     log_dir.mkdir(parents=True, exist_ok=True)
     for i in range(processes):
@@ -38,7 +38,9 @@ def start(args, *, processes: int, devices: int, log_dir: Path) -> list[subproce
             )
         with open(log_dir / f"process{i}.log", "w") as log:
             procs.append(
-                subprocess.Popen([sys.executable, RUN, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+                subprocess.Popen(
+                    [sys.executable, script, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+                )
             )
     return procs
 
@@ -58,9 +60,10 @@ def wait(procs, log_dir: Path, *, timeout: float = 600) -> tuple[list[int], list
     return [p.returncode for p in procs], [(log_dir / f"process{i}.log").read_text() for i in range(len(procs))]
 
 
-def launch(args, *, processes: int, devices: int, log_dir: Path, timeout: float = 600) -> list[str]:
+def launch(args, *, processes: int, devices: int, log_dir: Path, timeout: float = 600, script: str = RUN) -> list[str]:
     """Run to the end; assert every process exited 0; their outputs."""
-    codes, outs = wait(start(args, processes=processes, devices=devices, log_dir=log_dir), log_dir, timeout=timeout)
+    procs = start(args, processes=processes, devices=devices, log_dir=log_dir, script=script)
+    codes, outs = wait(procs, log_dir, timeout=timeout)
     for i, (code, out) in enumerate(zip(codes, outs)):
         assert code == 0, f"process {i} exited with {code}:\n{out[-4000:]}"
     return outs

@@ -25,6 +25,7 @@ SMOKE = [
     str(ROOT / "configs" / "smoke.py"),
     "workers=1",
     "rl.algorithm=grpo_outcome",
+    "prm_labels.num_questions=16",  # two chunks of questions to label: one per process
 ]
 
 
@@ -69,14 +70,46 @@ def test_sqlconductor_runs_with_two_processes_as_with_one(tmp_path):
     assert "SFT+RL policy" in outs[0] and "SFT+RL policy" not in outs[1]
 
 
-def test_inference_splits_the_questions_and_merges_them_as_one_process_would(two_runs, tmp_path):
-    """The pod's predictions (each process answered its chunks of questions, the primary merged the shares) are
-    exactly what one process computes from the same models."""
+def test_sampling_stages_split_the_questions_and_equal_one_process(two_runs, tmp_path):
+    """PRM labelling and inference on the pod: each process answered its chunks of questions with the models
+    sharded over its own two devices, and the primary merged the shares. The labels and predictions are exactly
+    what one process with two devices computes from the same SFT policy, PRM and RL policy."""
     pod, _, _ = two_runs
     again = tmp_path / "again"
-    shutil.copytree(pod, again, ignore=shutil.ignore_patterns("inference", "evaluate"))
-    launch([*SMOKE, f"run_dir={again}"], processes=1, devices=4, log_dir=tmp_path)
-    merged = json.loads((pod / "inference" / "predictions.json").read_text())
-    assert merged == json.loads((again / "inference" / "predictions.json").read_text())
-    assert not list((pod / "inference").glob("predictions.part*.json"))  # the shares are cleaned up
-    assert json.loads((pod / "inference" / "metrics.json").read_text())["processes"] == 2
+    shutil.copytree(pod, again, ignore=shutil.ignore_patterns("prm_labels", "inference", "evaluate"))
+    launch([*SMOKE, f"run_dir={again}", "stages=prm_labels,inference"], processes=1, devices=2, log_dir=tmp_path)
+    for name in ("prm_labels/labels.jsonl", "inference/predictions.json"):
+        assert (pod / name).read_text() == (again / name).read_text(), name
+    for stage in ("prm_labels", "inference"):
+        assert not list((pod / stage).glob("*.part*.json"))  # the shares are cleaned up
+    labels = json.loads((pod / "prm_labels" / "metrics.json").read_text())
+    assert labels["questions_per_process"] == [8, 8] and min(labels["db_calls_per_process"]) > 0
+    assert labels["policy_placement"] == {"devices": 2, "whole_matrices": 0}
+    inference = json.loads((pod / "inference" / "metrics.json").read_text())
+    assert inference["processes"] == 2 and inference["questions_per_process"] == [8, 4]
+    assert inference["sql_executed_per_process"] == [8 * 2 * 2, 4 * 2 * 2]  # N=2 samples of SFT and RL policies
+    assert set(inference["placement"]) == {"sft", "rl", "prm"}
+    assert all(p == {"devices": 2, "whole_matrices": 0} for p in inference["placement"].values())
+
+
+def test_rl_scores_each_rollout_on_one_process_and_equals_one_process(two_runs, tmp_path):
+    """RL on the pod: each process decoded, executed and scored its own rows (the counts), and the gathered rewards
+    of every step are those of one process on the same four devices, from the same SFT policy."""
+    pod, _, _ = two_runs
+    again = tmp_path / "again"
+    shutil.copytree(pod, again, ignore=shutil.ignore_patterns("rl", "inference", "evaluate"))
+    launch([*SMOKE, f"run_dir={again}", "stages=rl"], processes=1, devices=4, log_dir=tmp_path)
+
+    def steps(run):
+        log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+        return [
+            (r["step"], r["reward"], r["or_rate"], r["executable_rate"])
+            for r in log
+            if r.get("stage") == "rl" and "or_rate" in r
+        ]
+
+    assert len(steps(pod)) == 2 and len(steps(again)) == 4  # the copied log's 2 steps, then the rerun's
+    assert steps(pod) == steps(again)[2:]
+    rows = json.loads((pod / "rl" / "metrics.json").read_text())["rows_scored_per_process"]
+    assert rows == [4, 4]  # 2 steps x 2 prompts x 2 samples, half on each process
+    assert json.loads((again / "rl" / "metrics.json").read_text())["rows_scored_per_process"] == [8]
