@@ -1,6 +1,7 @@
 """The pod launch, on this machine: ``launch/run.py`` as 2 processes x 2 CPU devices (gloo collectives, one
-coordinator on localhost), the way a TPU slice or a multi-node GPU job runs it, against 1 process x 4 devices:
-the same final parameters (fp32 tolerance) and the same EX table; one process writes the shared files."""
+coordinator on localhost), the way a TPU slice or a multi-node GPU job runs it, against 1 process x 8 devices:
+the same final parameters (fp32 tolerance) and the same EX table; one process writes the shared files; the
+sampling stages' models are sharded over every device of their process."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ SMOKE = [
 def two_runs(tmp_path_factory):
     pod, single = tmp_path_factory.mktemp("pod"), tmp_path_factory.mktemp("single")
     outs = launch([*SMOKE, f"run_dir={pod / 'run'}"], processes=2, devices=2, log_dir=pod)
-    launch([*SMOKE, f"run_dir={single / 'run'}"], processes=1, devices=4, log_dir=single)
+    launch([*SMOKE, f"run_dir={single / 'run'}"], processes=1, devices=8, log_dir=single)
     return pod / "run", single / "run", outs
 
 
@@ -55,6 +56,21 @@ def test_two_processes_give_the_same_ex_table_and_write_each_file_once(two_runs)
     for i, out in enumerate(outs):  # every process says who it is; both ran every stage to the end
         assert f"[process {i}/2] [rl] done" in out and f"[process {i}/2] [evaluate] done" in out
     assert "SFT greedy" in outs[0] and "SFT greedy" not in outs[1]  # the summary is printed once
+
+
+def test_sampling_and_scoring_models_are_sharded_over_every_device_of_their_process(two_runs):
+    """The labelling policy, inference's policies and PRM, and the RL stage's PRM scorer: on 8 devices in one
+    process and on 2 devices in each pod process, every weight matrix is split (none whole on a device)."""
+    pod, single, _ = two_runs
+    for run, devices in ((single, 8), (pod, 2)):
+        placed = {"labelling policy": _metrics(run, "prm_labels")["policy_placement"]}
+        placed.update({f"inference {k}": v for k, v in _metrics(run, "inference")["placement"].items()})
+        assert set(placed) == {"labelling policy", "inference sft", "inference rl", "inference prm"}
+        assert all(p == {"devices": devices, "whole_matrices": 0} for p in placed.values()), (run, placed)
+
+
+def _metrics(run, stage):
+    return json.loads((run / stage / "metrics.json").read_text())
 
 
 def test_sqlconductor_runs_with_two_processes_as_with_one(tmp_path):

@@ -2,7 +2,7 @@
 
 Batches whose rows do not divide the mesh's data x fsdp devices (issue 21 item 5): every loss family's train
 step on a 4- or 8-way mesh (padded rows) against the same batch on one device (no mesh, no padding), and the
-sampler on a sharded model against the unsharded one. Prints one JSON report on stdout.
+sampler and the PRM scorer on a sharded model against the unsharded ones. Prints one JSON report on stdout.
 """
 
 import os
@@ -142,9 +142,49 @@ def sampler_cases():
     return out
 
 
+def _step_tokenizer():
+    """A byte-level BPE whose step tag " и" and labels " +" / " -" are single tokens (what the PRM scorer reads)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    t = Tokenizer(models.BPE())
+    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    t.decoder = decoders.ByteLevel()
+    texts = ["SELECT name FROM singer WHERE age > 20", "WITH a AS (SELECT id FROM t) SELECT * FROM a"] * 5
+    trainer = trainers.BpeTrainer(
+        vocab_size=200, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    t.train_from_iterator(texts, trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=t, eos_token="<eos>")
+    tok.add_tokens([" и", " +", " -"])
+    return tok
+
+
+def prm_scorer_cases():
+    """The PRM scorer on a model sharded over 8 devices (rows spread over them, the batch rounded up to a
+    multiple of 8) against the unsharded scorer."""
+    from rewardsql_jax.models.sharding import placement
+    from rewardsql_jax.rewards.prm_scoring import PRMScorer
+
+    tok = _step_tokenizer()
+    cfg = tiny_config(vocab_size=len(tok))
+    prompts = ["question: singers over 20\n"] * 3
+    responses = ["SELECT name\n\nFROM singer", "WITH a AS (SELECT id FROM t)\n\nSELECT * FROM a\n\nx", "SELECT 1"]
+    ref = PRMScorer(build_model(cfg, seed=2), tok, batch_size=3).score(prompts, responses)
+    model = shard_model(build_model(cfg, seed=2), make_mesh(**MESHES["f8"]))
+    scorer = PRMScorer(model, tok, batch_size=3)
+    got = scorer.score(prompts, responses)
+    return {
+        "steps": [[len(a), len(b)] for a, b in zip(ref, got)],
+        "max_diff": max(abs(x - y) for a, b in zip(ref, got) for x, y in zip(a, b)),
+        "batch_size": scorer.batch_size,
+        "placement": placement(scorer.model),
+    }
+
+
 def main():
     assert jax.device_count() == 8, jax.devices()
-    print(json.dumps({"train": train_cases(), "sampler": sampler_cases()}))
+    print(json.dumps({"train": train_cases(), "sampler": sampler_cases(), "prm_scorer": prm_scorer_cases()}))
 
 
 if __name__ == "__main__":

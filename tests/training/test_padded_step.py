@@ -87,3 +87,12 @@ def test_pad_batch_pads_grouped_batches_by_prompt():
     padded = pad_batch(batch, 1, 4).validate()  # left-padded prompt layout kept on the copies
     assert padded.batch_size == 4 and padded.completion_ids.shape == (4, g, lc)
     assert padded.completion_mask[3].sum() == 0 and padded.advantages[3].sum() == 0
+
+
+def test_prm_scorer_on_a_sharded_model_equals_the_unsharded_scorer(report):
+    """Issue 21 item 1: the PRM scorer's weights split over 8 devices, its rows spread over them (3 rows padded
+    to 8), the same step scores as one device."""
+    row = report["prm_scorer"]
+    assert row["placement"] == {"devices": 8, "whole_matrices": 0} and row["batch_size"] == 8
+    assert row["steps"] == [[2, 2], [3, 3], [1, 1]]
+    assert row["max_diff"] < 1e-6
