@@ -179,8 +179,8 @@ def algorithm_names() -> list[str]:
 def moved_setting(field: str) -> str | None:
     """The message for an ``rl`` field that became an algorithm's option (``None`` if ``field`` is no such
     field): where it is set now, e.g. ``rl.algorithm_options.rm_coef`` of ``rl.algorithm='grpo'``."""
-    for name in algorithm_names():
-        option = _ALGORITHMS[name].moved_settings.get(field)
+    for name in algorithm_names():  # the class that declared the move (not a subclass inheriting it)
+        option = vars(type(_ALGORITHMS[name])).get("moved_settings", {}).get(field)
         if option is not None:
             return (
                 f"rl.{field} moved: use rl.algorithm_options.{option}, an option of rl.algorithm={name!r} "
