@@ -2,13 +2,18 @@
 
 A config file is a Python module defining ``CONFIG`` (a dataclass instance) or ``get_config()``.
 Overrides address nested fields with dots (``model.hidden_size=64``); values are parsed by the type of
-the field they replace, so a typo or a wrong type fails early with a message naming the key.
+the field they replace, so a typo or a wrong type fails early with a message naming the key. A dict field takes
+a whole dict (``rl.loss_options={"agg": "dr_grpo"}``) or one entry (``rl.loss_options.agg=dr_grpo``: the value
+parsed as a Python literal, else true/false, else a string). A dataclass whose fields moved declares
+``moved_field(name) -> message | None`` and ``@with_moved_fields``: the old name then fails with that message,
+as an override and as a keyword argument.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib.util
 import json
 import re
@@ -98,6 +103,9 @@ def _collect(obj, parts, raw, key, changes):
     fields = {f.name: f for f in dataclasses.fields(obj)}
     name = parts[0]
     if name not in fields:
+        moved = _moved_message(type(obj), name)
+        if moved:
+            raise ValueError(f"override {key}={raw}: {moved}")
         raise ValueError(f"override {key}: unknown field {name!r}; known fields: {sorted(fields)}")
     current = getattr(obj, name)
     if len(parts) == 1:
@@ -105,7 +113,18 @@ def _collect(obj, parts, raw, key, changes):
             raise ValueError(f"override {key}: {name!r} is a section; set one of its fields ({key}.<field>=...)")
         if not fields[name].init:
             raise ValueError(f"override {key}: field {name!r} is computed, not settable")
-        changes[name] = _parse_value(raw, current, fields[name].type, key)
+        value = _parse_value(raw, current, fields[name].type, key)
+        if isinstance(changes.get(name), _DictEntries):  # a.d.x=1 then a.d={...}: the entries apply on top
+            changes[name].base = value
+        else:
+            changes[name] = value
+    elif isinstance(current, dict):
+        if len(parts) > 2:
+            raise ValueError(f"override {key}: set one entry of {name!r} ({name}.<key>=value) or all of it")
+        entries = changes.get(name)
+        if not isinstance(entries, _DictEntries):
+            entries = changes[name] = _DictEntries(entries)
+        entries.set(parts[1], raw, current, key)
     else:
         sub = changes.setdefault(name, _Changes())
         if not isinstance(sub, _Changes):  # a.b=1 then a.b.c=2
@@ -113,13 +132,64 @@ def _collect(obj, parts, raw, key, changes):
         _collect(current, parts[1:], raw, key, sub)
 
 
+class _DictEntries:
+    """Overrides of single entries of a dict field (``rl.algorithm_options.rm_coef=0``), applied on top of the
+    field's value, or of the whole dict when that is overridden too (in either order)."""
+
+    def __init__(self, base=None):
+        self.base = base
+        self.entries: dict = {}
+
+    def set(self, name, raw, current: dict, key):
+        old = (self.base if self.base is not None else current).get(name)
+        self.entries[name] = _parse_value(raw, old, None, key) if old is not None else _parse_entry(raw)
+
+    def value(self, current: dict) -> dict:
+        return {**(self.base if self.base is not None else current), **self.entries}
+
+
+def _parse_entry(raw: str):
+    """A dict entry's value without a type to go by: a Python literal, true/false, else the string."""
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return {"true": True, "false": False}.get(raw.lower(), raw)
+
+
+def _moved_message(cls, name: str):
+    moved = getattr(cls, "moved_field", None)
+    return moved(name) if moved is not None else None
+
+
+def with_moved_fields(cls):
+    """Class decorator (above ``@dataclass``) for a config dataclass with a ``moved_field(name)`` classmethod:
+    a keyword argument it knows (``RLConfig(rm_coef=0)`` in a config file, or ``dataclasses.replace``) fails
+    with its message, which says where the setting lives now."""
+    init = cls.__init__
+    names = {f.name for f in dataclasses.fields(cls)}
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        for name in kwargs.keys() - names:
+            moved = _moved_message(cls, name)
+            if moved:
+                raise ValueError(moved)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+
+
 def _rebuild(obj, changes, path):
     if not changes:
         return obj
-    kwargs = {
-        name: _rebuild(getattr(obj, name), sub, (*path, name)) if isinstance(sub, _Changes) else sub
-        for name, sub in changes.items()
-    }
+
+    def new_value(name, sub):
+        if isinstance(sub, _Changes):
+            return _rebuild(getattr(obj, name), sub, (*path, name))
+        return sub.value(getattr(obj, name)) if isinstance(sub, _DictEntries) else sub
+
+    kwargs = {name: new_value(name, sub) for name, sub in changes.items()}
     try:
         return dataclasses.replace(obj, **kwargs)
     except (ValueError, TypeError) as e:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rewardsql_jax.config import apply_overrides, load_config, save_config
+from rewardsql_jax.config import apply_overrides, load_config, save_config, with_moved_fields
+from rewardsql_jax.rl import get_algorithm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +60,43 @@ def test_override_errors_are_clear():
         apply_overrides(Outer(), ["train=3"])
 
 
+@with_moved_fields
+@dataclasses.dataclass(frozen=True)
+class WithDict:
+    opts: dict = dataclasses.field(default_factory=lambda: {"a": 1.0})
+    seed: int = 0
+
+    @classmethod
+    def moved_field(cls, name):
+        return "old_a moved: use opts.a" if name == "old_a" else None
+
+
+def test_dict_entries_are_set_one_at_a_time_on_top_of_the_whole_dict_in_either_order():
+    assert apply_overrides(WithDict(), ["opts.b=true", "opts.a=2", "opts.c=paper"]).opts == {
+        "a": 2.0,
+        "b": True,
+        "c": "paper",
+    }
+    both = ['opts={"x": 1}', "opts.y=0.5"]
+    assert apply_overrides(WithDict(), both).opts == apply_overrides(WithDict(), both[::-1]).opts == {"x": 1, "y": 0.5}
+    with pytest.raises(ValueError, match="expected a float"):
+        apply_overrides(WithDict(), ["opts.a=abc"])  # an entry that exists is parsed by its type
+    with pytest.raises(ValueError, match="set one entry of 'opts'"):
+        apply_overrides(WithDict(), ["opts.a.b=1"])
+
+
+def test_a_moved_field_fails_with_its_message_as_override_and_as_keyword():
+    with pytest.raises(ValueError, match=r"^override old_a=3: old_a moved: use opts\.a$"):
+        apply_overrides(WithDict(), ["seed=1", "old_a=3"])
+    with pytest.raises(ValueError, match=r"^old_a moved: use opts\.a$"):
+        WithDict(old_a=3)
+    with pytest.raises(ValueError, match=r"^old_a moved"):
+        dataclasses.replace(WithDict(), old_a=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'other'"):
+        WithDict(other=3)  # not a moved field: Python's own error
+    assert WithDict(seed=2).seed == 2
+
+
 def test_load_and_save(tmp_path):
     f = tmp_path / "c.py"
     f.write_text("import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass C:\n    a: int = 1\nCONFIG = C()\n")
@@ -86,9 +124,10 @@ def test_source_and_root_in_either_order(order, tmp_path):
 
 @pytest.mark.parametrize("order", [0, 1])
 def test_rm_coef_and_released_variant_in_either_order(order):
-    overrides = ["rl.rm_coef=0", "rl.advantage_variant=released"]
+    overrides = ["rl.algorithm_options.rm_coef=0", "rl.algorithm_options.advantage_variant=released"]
     cfg = apply_overrides(load_config(SMOKE), overrides if order == 0 else overrides[::-1])
-    assert (cfg.rl.rm_coef, cfg.rl.advantage_variant) == (0.0, "released")
+    opts = get_algorithm("grpo").options(cfg.rl)
+    assert (opts.rm_coef, opts.advantage_variant) == (0.0, "released")
 
 
 def test_only_touched_sections_are_rebuilt():
@@ -107,8 +146,10 @@ def test_bad_values_name_the_key():
         apply_overrides(base, ["rl.steps=3", "data.source=spider"])
     with pytest.raises(ValueError, match=r"override rl\.steps=0: .*steps must be positive"):
         apply_overrides(base, ["data.root=/x", "rl.steps=0", "rl.lr=1e-4"])
-    with pytest.raises(ValueError, match=r"override rl\.rm_coef=-1: rl\.rm_coef must be >= 0"):
-        apply_overrides(base, ["rl.advantage_variant=released", "rl.rm_coef=-1"])
+    with pytest.raises(
+        ValueError, match=r"override rl\.algorithm_options\.rm_coef=-1: rl\.algorithm_options\.rm_coef must be >= 0"
+    ):
+        apply_overrides(base, ["rl.algorithm_options.advantage_variant=released", "rl.algorithm_options.rm_coef=-1"])
     with pytest.raises(ValueError, match=r"override mesh\.fsdp=0: mesh sizes"):
         apply_overrides(base, ["mesh.fsdp=0"])
     with pytest.raises(ValueError, match="unknown field 'stepz'"):

@@ -12,9 +12,11 @@ from .algorithm import (
     RLAlgorithm,
     algorithm_names,
     get_algorithm,
+    moved_setting,
     policy_loss,
     register_algorithm,
 )
+from .options import options_dict
 from .rollouts import RolloutSampler, Rollouts, sample_rollouts, score_rows
 from .update import Update, train_batch
 
@@ -28,6 +30,8 @@ __all__ = [
     "algorithm_names",
     "algorithms",
     "get_algorithm",
+    "moved_setting",
+    "options_dict",
     "policy_loss",
     "register_algorithm",
     "sample_rollouts",

@@ -17,10 +17,11 @@ with ``rl.loss_options`` as its options; ``policy_loss(rl)`` resolves both.
 from __future__ import annotations
 
 import abc
-import dataclasses
 from typing import ClassVar
 
 from rewardsql_jax import losses
+
+from .options import option_names, typed_options
 
 _ALGORITHMS: dict[str, RLAlgorithm] = {}
 
@@ -35,6 +36,8 @@ class RLAlgorithm(abc.ABC):
     needs_prm: ClassVar[bool] = False
     loss: ClassVar[str]
     options_type: ClassVar[type | None] = None  # a frozen dataclass of the algorithm's own rl.algorithm_options
+    # RLConfig fields of earlier versions that are now this algorithm's options: {old rl field: option name}
+    moved_settings: ClassVar[dict[str, str]] = {}
 
     def loss_options(self, rl) -> dict:
         """Options of the default loss ``self.loss`` taken from the ``rl`` section."""
@@ -46,20 +49,13 @@ class RLAlgorithm(abc.ABC):
         return self.needs_prm
 
     def options(self, rl):
-        """``rl.algorithm_options`` as the algorithm's ``options_type`` (unknown keys fail with the valid ones)."""
-        given = dict(rl.algorithm_options or {})
-        if self.options_type is None:
-            if given:
-                raise ValueError(f"rl.algorithm={self.name!r} takes no rl.algorithm_options, got {sorted(given)}")
-            return None
-        fields = {f.name for f in dataclasses.fields(self.options_type)}
-        unknown = sorted(set(given) - fields)
-        if unknown:
-            raise ValueError(
-                f"rl.algorithm_options {unknown} are not options of rl.algorithm={self.name!r}; "
-                f"its options are {sorted(fields)}"
-            )
-        return self.options_type(**given)
+        """``rl.algorithm_options`` as the algorithm's ``options_type`` with its defaults for the keys not given
+        (``None`` for an algorithm without options); unknown keys fail listing its options."""
+        try:
+            return typed_options(self.options_type, rl.algorithm_options, self.name)
+        except ValueError as e:
+            owners = _option_owners(set(rl.algorithm_options or ()) - set(option_names(self.options_type)))
+            raise ValueError(f"{e}{owners}") from None
 
     def validate(self, config) -> None:
         """Cross-field checks of a whole ``RunConfig`` for this algorithm; raise ValueError with the fix."""
@@ -178,6 +174,27 @@ def get_algorithm(name: str) -> RLAlgorithm:
 
 def algorithm_names() -> list[str]:
     return sorted(_ALGORITHMS)
+
+
+def moved_setting(field: str) -> str | None:
+    """The message for an ``rl`` field that became an algorithm's option (``None`` if ``field`` is no such
+    field): where it is set now, e.g. ``rl.algorithm_options.rm_coef`` of ``rl.algorithm='grpo'``."""
+    for name in algorithm_names():  # the class that declared the move (not a subclass inheriting it)
+        option = vars(type(_ALGORITHMS[name])).get("moved_settings", {}).get(field)
+        if option is not None:
+            return (
+                f"rl.{field} moved: use rl.algorithm_options.{option}, an option of rl.algorithm={name!r} "
+                f"(command line: rl.algorithm_options.{option}=...; config file: "
+                f"RLConfig(algorithm_options={{{option!r}: ...}}))"
+            )
+    return None
+
+
+def _option_owners(keys) -> str:
+    """`` (rm_coef: an option of rl.algorithm 'grpo')`` for the keys some other registered algorithm has."""
+    owners = {k: [n for n in algorithm_names() if k in option_names(_ALGORITHMS[n].options_type)] for k in sorted(keys)}
+    found = [f"{k}: an option of rl.algorithm {' / '.join(map(repr, names))}" for k, names in owners.items() if names]
+    return f" ({'; '.join(found)})" if found else ""
 
 
 def policy_loss(rl, algorithm: RLAlgorithm | None = None) -> tuple[str, dict]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
-from rewardsql_jax.rl import get_algorithm, sample_rollouts, score_rows
+from rewardsql_jax.rl import get_algorithm, options_dict, sample_rollouts, score_rows
 from rewardsql_jax.rl.rollouts import sampler_prompts
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.collate import batch_indices
@@ -99,6 +99,7 @@ def run_offline(ctx: RunContext) -> dict:
     step_fn = train_step(ctx, state)
     base = {
         "algorithm": rl.algorithm,
+        "algorithm_options": options_dict(algo.options(rl)),  # with the defaults
         "candidates": len(cands),
         "candidate_or_rate": _mean(cands, "or"),
         "candidate_pr_mean": _mean(cands, "pr"),
@@ -114,7 +115,7 @@ def run_offline(ctx: RunContext) -> dict:
                 "seconds": time.perf_counter() - t0,
                 "warning": f"nothing to train on: rl.algorithm={rl.algorithm!r} selected no "
                 f"candidate (dpo: no pair with R_w > R_l; rs: none above "
-                f"rl.rs_threshold): rl/policy is the SFT policy",
+                f"rl.algorithm_options.threshold): rl/policy is the SFT policy",
             },
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewardsql_jax.rl import get_algorithm, policy_loss
+from rewardsql_jax.rl import get_algorithm, options_dict, policy_loss
 
 
 def smoothed(values, window: int) -> np.ndarray:
@@ -49,7 +49,7 @@ def online_metrics(rl, history: list, *, resumed_from: int, dropped: int) -> dic
     return {
         "algorithm": rl.algorithm,
         "loss_name": policy_loss(rl)[0],
-        "advantage_variant": rl.advantage_variant,
+        "algorithm_options": options_dict(get_algorithm(rl.algorithm).options(rl)),  # with the defaults
         "uses_prm": get_algorithm(rl.algorithm).uses_prm(rl),  # False: no PRM was loaded or run
         "steps": len(history),
         "resumed_from_step": resumed_from,

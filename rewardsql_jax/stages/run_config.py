@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from rewardsql_jax.config import with_moved_fields
+
 STAGES = ("cold_start", "sft", "prm_labels", "prm", "rl", "inference", "evaluate")
 AGGREGATIONS = ("min", "product", "last", "average")
 
@@ -180,19 +182,22 @@ class PRMConfig:
             raise ValueError(f"prm.heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
 
 
+@with_moved_fields
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
-    """RL stage (paper GRPO: lr 1e-6, 48 prompts x 8 samples, clip 0.2, KL k3 0.001, entropy 0.001, T=1)."""
+    """RL stage (paper GRPO: lr 1e-6, 48 prompts x 8 samples, clip 0.2, KL k3 0.001, entropy 0.001, T=1).
+
+    Settings of one algorithm only are its options, ``algorithm_options`` (read as the algorithm's
+    ``options_type``, as a plugin's are): grpo ``advantage_variant`` (paper | released) and ``rm_coef``, dpo
+    ``beta``, rs ``threshold``; on the command line one at a time, ``rl.algorithm_options.rm_coef=0``.
+    """
 
     algorithm: str = "grpo"  # a registered algorithm (rewardsql_jax.rl): grpo (PRM+outcome, Sec. 5.3) |
     # grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs | a plugin's
     loss: str = ""  # "" = the algorithm's loss; else a registered loss of the same family
     loss_options: dict = dataclasses.field(default_factory=dict)  # options of rl.loss (replace the algorithm's)
-    algorithm_options: dict = dataclasses.field(default_factory=dict)  # a plugin algorithm's own options
-    advantage_variant: str = "paper"  # paper | released (process advantage of Sec. 5.3)
-    rm_coef: float = 1.0  # PRM weight in the token rewards; only algorithm "grpo" with
-    # advantage_variant="released" uses it (ignored otherwise); 0 = the released
-    # grpo_trainer.yaml: outcome on the last token only, advantage only there
+    algorithm_options: dict = dataclasses.field(default_factory=dict)  # the algorithm's own options (those
+    # not given keep its defaults); checked against its options_type
     steps: int = 20
     prompts_per_step: int = 8
     samples_per_prompt: int = 8
@@ -202,8 +207,6 @@ class RLConfig:
     entropy_coef: float = 0.0
     temperature: float = 1.0
     max_new_tokens: int = 160
-    dpo_beta: float = 0.1
-    rs_threshold: float = 1.5
     checkpoint_every: int = 5  # Orbax checkpoint of the RL state every N steps (and after the last)
     stop_after: int = 0  # > 0: stop after N steps, as if killed (resume tests); 0 = run all
     shared_prefix: bool = True  # train each prompt once per group of samples (GroupedRLBatch; same loss)
@@ -220,9 +223,6 @@ class RLConfig:
 
         get_algorithm(self.algorithm)  # unknown name: lists the registered algorithms
         policy_loss(self)  # unknown rl.loss: lists the registered losses
-        require_choice(self, "advantage_variant", ("paper", "released"))
-        if not self.rm_coef >= 0:
-            raise ValueError(f"rl.rm_coef must be >= 0, got {self.rm_coef}")
         require_positive(
             self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every"
         )
@@ -242,6 +242,13 @@ class RLConfig:
                 f"rl.prompts_per_step={self.prompts_per_step} (every sampler call has one shape), "
                 f"or be 0 (automatic: the largest divisor at most half of it)"
             )
+
+    @classmethod
+    def moved_field(cls, name: str) -> str | None:
+        """Where an ``rl`` setting of earlier versions lives now (an algorithm's option), or ``None``."""
+        from rewardsql_jax.rl import moved_setting
+
+        return moved_setting(name)
 
 
 @dataclasses.dataclass(frozen=True)

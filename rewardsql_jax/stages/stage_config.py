@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from rewardsql_jax.rl import get_algorithm, options_dict
+
 from .run_config import STAGES
 
 # config keys (dotted prefixes) each stage's artefacts depend on, beyond those of the stages before it
@@ -45,20 +47,42 @@ def flat(config) -> dict:
     return out
 
 
+def settings(config) -> dict:
+    """``flat(config)`` with ``rl.algorithm_options`` as the algorithm's options, one key each with the defaults
+    filled in (``rl.algorithm_options.rm_coef``): giving a default explicitly changes nothing, and a changed
+    option is named. Options the algorithm does not have (refused when the RL stage runs) stay one dict."""
+    out = flat(config)
+    try:
+        options = options_dict(get_algorithm(config.rl.algorithm).options(config.rl))
+    except ValueError:
+        return out
+    del out["rl.algorithm_options"]
+    out.update({f"rl.algorithm_options.{k}": list(v) if isinstance(v, tuple) else v for k, v in options.items()})
+    return out
+
+
 def stage_settings(config, stage: str) -> dict:
     """The config keys ``stage``'s artefacts depend on (its own and every earlier stage's), with their values."""
     prefixes = [p for s in STAGES[: STAGES.index(stage) + 1] for p in STAGE_KEYS[s]]
     return {
         k: v
-        for k, v in flat(config).items()
+        for k, v in settings(config).items()
         if any(k == p or k.startswith(p + ".") for p in prefixes) and k not in NOT_RESULTS
     }
+
+
+def _upgraded(recorded: dict, config) -> dict:
+    """``recorded`` with the keys an earlier version recorded for settings that are now the algorithm's options
+    (``rl.rm_coef`` -> ``rl.algorithm_options.rm_coef``), so a rerun still sees them change."""
+    moved = get_algorithm(config.rl.algorithm).moved_settings
+    renamed = {f"rl.algorithm_options.{o}": recorded[f"rl.{f}"] for f, o in moved.items() if f"rl.{f}" in recorded}
+    return {**renamed, **recorded}
 
 
 def changed_keys(recorded: dict, config, stage: str) -> list[str]:
     """Keys whose value in ``config`` differs from what ``stage`` recorded when it finished (keys the stage did
     not record, e.g. of an older version, are not compared)."""
-    now = stage_settings(config, stage)
+    now, recorded = stage_settings(config, stage), _upgraded(recorded, config)
     return sorted(k for k in recorded if k in now and now[k] != recorded[k])
 
 
@@ -67,7 +91,7 @@ class StageConfigChanged(ValueError):
 
 
 def refuse_changed(run_dir, stage: str, changed: list[str], recorded: dict, config) -> StageConfigChanged:
-    now = stage_settings(config, stage)
+    now, recorded = stage_settings(config, stage), _upgraded(recorded, config)
     diff = ", ".join(f"{k}: {recorded[k]!r} -> {now[k]!r}" for k in changed)
     later = [s for s in STAGES[STAGES.index(stage) :]]
     return StageConfigChanged(

@@ -27,7 +27,7 @@ from transformers import PreTrainedTokenizerFast
 from rewardsql_jax.rewards.process import process_advantages, released_rewards
 from rewardsql_jax.rewards.rollout_rewards import Outcomes, decode_with_offsets, process_token_advantages
 from rewardsql_jax.rewards.token_align import blank_line_spans, released_step_anchors
-from rewardsql_jax.stages.run_config import RLConfig
+from rewardsql_jax.stages.run_config import RLConfig, RunConfig
 
 torch = pytest.importorskip("torch")
 
@@ -376,9 +376,11 @@ def test_anchor_helpers():
 def test_rl_config_and_step_rewards_pass_rm_coef(tok):
     from rewardsql_jax.rl import Rollouts, get_algorithm, train_batch
 
-    assert RLConfig().rm_coef == 1.0 and RLConfig(advantage_variant="released", rm_coef=0.0).rm_coef == 0.0
+    released = dict(advantage_variant="released", rm_coef=0.0)
+    grpo = get_algorithm("grpo")
+    assert grpo.options(RLConfig()).rm_coef == 1.0 and grpo.options(RLConfig(algorithm_options=released)).rm_coef == 0.0
     with pytest.raises(ValueError, match="rm_coef"):
-        RLConfig(advantage_variant="released", rm_coef=-0.5)
+        RunConfig(rl=RLConfig(algorithm_options=dict(advantage_variant="released", rm_coef=-0.5)))
 
     class FixedPRM:
         def score(self, prompts, responses):
@@ -405,7 +407,7 @@ def test_rl_config_and_step_rewards_pass_rm_coef(tok):
         sample_seconds=1.0,
         wait_seconds=0.0,
     )
-    rl = RLConfig(algorithm="grpo", advantage_variant="released", samples_per_prompt=2, rm_coef=0.0)
+    rl = RLConfig(algorithm="grpo", algorithm_options=released, samples_per_prompt=2)
     upd = get_algorithm("grpo").update(ro, FixedPRM().score(None, texts), rl)
     batch = train_batch(ro, upd, group_size=2, length=96, pad_id=0, completion_length=None)
     exp = process_token_advantages(comps, [[0.8, 0.3], [0.8]], [1.0, 0.0], 2, variant="released", rm_coef=0.0)

@@ -42,7 +42,8 @@ class StepRewards:
     def __init__(
         self, algorithm, variant, ro, *, group_size, scorer, length, pad_id, completion_length=None, rm_coef=1.0
     ):
-        rl = RLConfig(algorithm=algorithm, advantage_variant=variant, samples_per_prompt=group_size, rm_coef=rm_coef)
+        options = dict(advantage_variant=variant, rm_coef=rm_coef) if algorithm == "grpo" else {}
+        rl = RLConfig(algorithm=algorithm, algorithm_options=options, samples_per_prompt=group_size)
         algo = get_algorithm(algorithm)
         self.step_scores = (
             scorer.score([r["prompt"] for r in ro.records], [c.text for c in ro.completions])
@@ -105,16 +106,19 @@ def test_process_grpo_puts_step_advantages_on_completion_tokens(tok, algorithm, 
 
 
 def test_released_grpo_without_prm_weight_reads_no_prm_and_trains_on_what_the_prm_path_gives(tok):
-    """rl.rm_coef=0 with the released advantages (the released recipe) places no PRM value: the stage loads no
+    """rl.algorithm_options.rm_coef=0 with the released advantages (the released recipe) places no PRM value: the stage loads no
     PRM (``uses_prm`` False) and the update without step scores equals the update from PRM scores."""
     from rewardsql_jax.rl.algorithms.grpo import process_update
 
     ro = _rollouts(tok)
-    rl = RLConfig(algorithm="grpo", advantage_variant="released", samples_per_prompt=2, rm_coef=0.0)
+    rl = RLConfig(
+        algorithm="grpo", algorithm_options=dict(advantage_variant="released", rm_coef=0.0), samples_per_prompt=2
+    )
     grpo = get_algorithm("grpo")
     assert not grpo.uses_prm(rl)
-    assert grpo.uses_prm(RLConfig(algorithm="grpo", advantage_variant="released", rm_coef=0.5))
-    assert grpo.uses_prm(RLConfig(algorithm="grpo", advantage_variant="paper", rm_coef=0.0))  # paper ignores rm_coef
+    assert grpo.uses_prm(RLConfig(algorithm="grpo", algorithm_options=dict(advantage_variant="released", rm_coef=0.5)))
+    # the paper's advantage ignores rm_coef
+    assert grpo.uses_prm(RLConfig(algorithm="grpo", algorithm_options=dict(advantage_variant="paper", rm_coef=0.0)))
     assert not get_algorithm("grpo_outcome").uses_prm(rl) and not get_algorithm("reinforce_pp").uses_prm(rl)
     assert get_algorithm("dpo").uses_prm(rl) and get_algorithm("grpo_deepseekmath").uses_prm(rl)
     without = grpo.update(ro, None, rl)
@@ -144,7 +148,8 @@ def test_loss_options_follow_the_config():
     assert name == "grpo" and opts == {"clip_eps": 0.3, "beta": 0.01, "kl": "k3", "temperature": 0.7}
     name, opts = policy_loss(RLConfig(algorithm="reinforce_pp", kl_beta=0.01))
     assert name == "reinforce_pp" and opts["kl_coef"] == 0.01 and opts["gamma"] == 0.0
-    assert policy_loss(RLConfig(algorithm="dpo", dpo_beta=0.3)) == ("dpo", {"beta": 0.3, "temperature": 1.0})
+    dpo = RLConfig(algorithm="dpo", algorithm_options={"beta": 0.3})
+    assert policy_loss(dpo) == ("dpo", {"beta": 0.3, "temperature": 1.0})
     # n = 1 is EXPO-SQL's setting
     RunConfig(rl=RLConfig(algorithm="reinforce_pp", samples_per_prompt=1), mesh=MeshConfig(micro_batches=1))
 
@@ -184,7 +189,7 @@ def test_unknown_names_list_the_registered_ones(kw, match):
         (dict(temperature=0.0), {}, "temperature > 0"),
         (dict(prompts_per_step=3), dict(micro_batches=2), "must divide rl.prompts_per_step=3"),
         (dict(prompts_per_step=4, mini_batches=2), dict(micro_batches=4), "must divide the prompts of one optimizer"),
-        (dict(algorithm="dpo", algorithm_options={"x": 1}), {}, "takes no rl.algorithm_options"),
+        (dict(algorithm="grpo_outcome", algorithm_options={"x": 1}), {}, "takes no rl.algorithm_options"),
     ],
 )
 def test_cross_field_rl_checks_fail_when_the_config_is_built(rl, mesh, match):

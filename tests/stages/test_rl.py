@@ -125,7 +125,7 @@ def test_grpo_with_prm_step_advantages(base, tmp_path):
 
 
 def test_released_grpo_with_rm_coef_0_loads_no_prm_and_trains_as_with_it(base, tmp_path, monkeypatch):
-    """rl.rm_coef=0 with the released advantages (the released recipe): the stage never loads (nor runs) a PRM,
+    """rl.algorithm_options.rm_coef=0 with the released advantages (the released recipe): the stage never loads (nor runs) a PRM,
     and trains to the same parameters as the same run that scores its rollouts with one (weighted 0)."""
     from rewardsql_jax.rl import rollouts
     from rewardsql_jax.rl.algorithms.grpo import GRPO
@@ -140,7 +140,7 @@ def test_released_grpo_with_rm_coef_0_loads_no_prm_and_trains_as_with_it(base, t
         return dataclasses.replace(out, rewards=(np.arange(len(out.rewards)) % 2 == 0).astype(out.rewards.dtype))
 
     monkeypatch.setattr(rollouts, "execution_outcomes", one_right_per_group)
-    released = dict(algorithm="grpo", advantage_variant="released", rm_coef=0.0, steps=1)
+    released = dict(algorithm="grpo", algorithm_options=dict(advantage_variant="released", rm_coef=0.0), steps=1)
     with_prm = _copy(base, tmp_path, "with_prm", with_prm=True)
     with monkeypatch.context() as patch:  # the old behaviour: the PRM loaded and scoring every step
         patch.setattr(GRPO, "uses_prm", lambda self, rl: True)
@@ -188,7 +188,7 @@ def test_offline_dpo_and_rs(base, tmp_path):
     assert again["resumed_from_step"] == 1 and again["pairs"] == m["pairs"]
     assert (dpo / "rl" / "candidates.jsonl").stat().st_mtime_ns == stamp
     rs = _copy(base, tmp_path, "rs", with_prm=True)
-    m = _run(base, rs, algorithm="rs", steps=1, rs_threshold=-1.0)
+    m = _run(base, rs, algorithm="rs", steps=1, algorithm_options={"threshold": -1.0})
     assert m["kept"] == 4 and m["kept_fraction"] == 1.0 and _changed(rs)
 
 

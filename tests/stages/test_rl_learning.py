@@ -44,7 +44,7 @@ RL = {  # per algorithm: its budget on this task (seeded; the same for the sign-
     "grpo_outcome": dict(steps=16, lr=1e-3),
     "grpo_deepseekmath": dict(steps=12, lr=5e-4, kl_beta=0.05),
     "reinforce_pp": dict(steps=16, lr=1e-3, samples_per_prompt=4, kl_beta=0.01),
-    "dpo": dict(steps=12, lr=5e-4, dpo_beta=0.1),
+    "dpo": dict(steps=12, lr=5e-4, algorithm_options={"beta": 0.1}),
     "rs": dict(steps=16, lr=1e-3),
 }
 # The OR rate each must reach (and at least double the SFT policy's). DPO gets one (best, worst) pair per

@@ -17,7 +17,7 @@ def _ctx(tmp_path, **rl):
 @pytest.mark.parametrize(
     "rl",
     [
-        dict(algorithm="grpo", advantage_variant="released", rm_coef=0.0),
+        dict(algorithm="grpo", algorithm_options=dict(advantage_variant="released", rm_coef=0.0)),
         dict(algorithm="grpo_outcome"),
         dict(algorithm="reinforce_pp", samples_per_prompt=1),
     ],
@@ -29,8 +29,8 @@ def test_no_prm_is_loaded_when_the_reward_does_not_use_it(tmp_path, rl):
 @pytest.mark.parametrize(
     "rl",
     [
-        dict(algorithm="grpo", advantage_variant="released", rm_coef=0.5),
-        dict(algorithm="grpo", advantage_variant="paper", rm_coef=0.0),  # the paper's advantage ignores rm_coef
+        dict(algorithm="grpo", algorithm_options=dict(advantage_variant="released", rm_coef=0.5)),
+        dict(algorithm="grpo", algorithm_options=dict(advantage_variant="paper", rm_coef=0.0)),  # paper ignores rm_coef
         dict(algorithm="grpo"),
     ],
 )

@@ -1,7 +1,9 @@
 """DPO from PRM-scored candidates (Reward-SQL Sec. 5.2): one pair per question, C_w = argmax R, C_l = argmin R
-(R = PR + OR), kept when R_w > R_l; loss ``dpo`` (beta ``rl.dpo_beta``) against the SFT policy."""
+(R = PR + OR), kept when R_w > R_l; loss ``dpo`` (beta ``rl.algorithm_options.beta``) against the SFT policy."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from rewardsql_jax.training.batch import PreferenceBatch
 from rewardsql_jax.training.collate import preference_batch
@@ -28,6 +30,17 @@ def quadrant(c: dict) -> str:
     return f"{'+' if c['pr'] >= 0.5 else '-'}PR/{'+' if c['or'] > 0 else '-'}OR"
 
 
+@dataclasses.dataclass(frozen=True)
+class DPOOptions:
+    """``rl.algorithm_options`` of ``dpo``: ``beta``, the DPO temperature (TRL's default 0.1)."""
+
+    beta: float = 0.1
+
+    def __post_init__(self):
+        if not self.beta > 0:
+            raise ValueError(f"rl.algorithm_options.beta must be positive (DPO's beta), got {self.beta}")
+
+
 def _count(labels):
     return {k: labels.count(k) for k in sorted(set(labels))}
 
@@ -37,9 +50,11 @@ class DPO(OfflineAlgorithm):
     name = "dpo"
     loss = "dpo"
     batch_type = PreferenceBatch
+    options_type = DPOOptions
+    moved_settings = {"dpo_beta": "beta"}
 
     def loss_options(self, rl) -> dict:
-        return {"beta": rl.dpo_beta}
+        return {"beta": self.options(rl).beta}
 
     def select(self, candidates, rl):
         return dpo_pairs(candidates)
