@@ -13,7 +13,8 @@ rules as training; their batch rows are spread over those devices. What one devi
   ``sampler.prefill`` creates the generated-token cache from constant zeros, so it comes out replicated on every
   device; the decode loop re-lays it out over the rows at entry, so both copies are counted: ``rows x capacity``
   (replicated) + ``ceil(rows / shards) x capacity``.
-* activations of a no-grad forward (``forward_activation_bytes``): an upper bound of one layer's live arrays.
+* activations of a no-grad forward (``forward_activation_bytes``): an upper bound of one layer's live arrays,
+  every row counted on every device.
 
 ``tests/planning/test_sampling_memory.py`` checks these against a small model's real arrays on 8 simulated devices.
 """
@@ -73,25 +74,26 @@ def sampler_cache_bytes(cfg: ModelConfig, mesh, *, prompts: int, samples: int, p
     return bytes_per_cached_token(cfg) * (prompt_slots + generated)
 
 
-def forward_activation_bytes(cfg: ModelConfig, mesh, *, rows: int, seq: int, logits_rows: int = 0) -> int:
-    """Upper bound of the live activations of a no-grad forward of ``rows x seq`` tokens, rows over the data x
-    fsdp devices (padded), one layer at a time:
+def forward_activation_bytes(cfg: ModelConfig, *, rows: int, seq: int, logits_rows: int = 0) -> int:
+    """Upper bound of the live activations per device of a no-grad forward of ``rows x seq`` tokens, one layer at
+    a time, with every row counted on every device:
 
-        r x seq x (4 H + (Hq + 2 Hkv) D + 3 I) x itemsize      residual / norm / attention output, q k v,
-                                                                gate / up / SwiGLU product (compute dtype)
-      + 2 x r x Hq x chunk x seq x 4                           fp32 scores and their exp for one query chunk
-      + 2 x ceil(logits_rows / shards) x V x 4                 fp32 last-position logits and their softmax
+        rows x seq x (4 H + (Hq + 2 Hkv) D + 3 I) x itemsize      residual / norm / attention output, q k v,
+                                                                   gate / up / SwiGLU product (compute dtype)
+      + 2 x rows x Hq x chunk x seq x 4                           fp32 scores and their exp of one query chunk
+      + 2 x logits_rows x V x 4                                   fp32 last-position logits and their softmax
 
-    with ``r = ceil(rows / shards)`` and ``chunk = max(128, ceil(seq / 8))`` (the query chunks of the causal
-    attention)."""
-    r, size = _per_device_rows(rows, mesh), resolve_dtype(cfg.dtype).itemsize
+    with ``chunk = max(128, ceil(seq / 8))`` (the query chunks of the causal attention). Rows are not divided
+    over the devices: the sampler's prefill compiled for an 8-device fsdp mesh keeps ~3x the row-sharded count
+    live (measured on a small model, ``tests/planning/test_sampling_memory.py``), so only the unsharded count is
+    a bound."""
+    size = resolve_dtype(cfg.dtype).itemsize
     h, d, i = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     hq, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
     chunk = min(seq, max(QUERY_CHUNK, -(-seq // MAX_QUERY_CHUNKS)))
-    layer = r * seq * (4 * h + (hq + 2 * hkv) * d + 3 * i) * size
-    scores = 2 * r * hq * chunk * seq * 4
-    logits = 2 * _per_device_rows(logits_rows, mesh) * cfg.vocab_size * 4 if logits_rows else 0
-    return layer + scores + logits
+    layer = rows * seq * (4 * h + (hq + 2 * hkv) * d + 3 * i) * size
+    scores = 2 * rows * hq * chunk * seq * 4
+    return layer + scores + 2 * logits_rows * cfg.vocab_size * 4
 
 
 def loaded_config(cfg: ModelConfig, dtype: str) -> ModelConfig:

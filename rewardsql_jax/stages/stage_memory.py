@@ -67,9 +67,7 @@ class _Counter:
         cache = sampler_cache_bytes(
             cfg, mesh, prompts=prompts, samples=samples, prompt_len=prompt_len, new_tokens=new_tokens
         )
-        act = forward_activation_bytes(
-            cfg, mesh, rows=prompts, seq=bucket_length(prompt_len), logits_rows=prompts * samples
-        )
+        act = forward_activation_bytes(cfg, rows=prompts, seq=bucket_length(prompt_len), logits_rows=prompts * samples)
         return (
             Held(f"KV cache ({prompts} prompts x {samples} samples, {prompt_len}+{new_tokens} tokens)", cache),
             Held("prefill activations", act),
@@ -77,7 +75,7 @@ class _Counter:
 
     def scoring(self, response_tokens: int) -> Held:
         seq = -(-(prompt_budget(self.config) + response_tokens + 1) // SCORER_LENGTH_MULTIPLE) * SCORER_LENGTH_MULTIPLE
-        act = forward_activation_bytes(self.loaded_cfg, self.local, rows=SCORER_BATCH, seq=seq)
+        act = forward_activation_bytes(self.loaded_cfg, rows=SCORER_BATCH, seq=seq)
         return Held(f"PRM scoring activations ({SCORER_BATCH} rows x {seq})", act)
 
 
