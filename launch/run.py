@@ -22,12 +22,13 @@ sys.path.insert(0, str(ROOT))
 
 from rewardsql_jax.config import apply_overrides, load_config
 from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed, speaker
-from rewardsql_jax.planning.launch import run_plan, split_plan_overrides
+from rewardsql_jax.planning.launch import split_plan_overrides
 from rewardsql_jax.plugins import load_plugins, plugin_overrides
 from rewardsql_jax.stages.memory_check import WillNotFit
 from rewardsql_jax.stages.report import print_summary
 from rewardsql_jax.stages.runner import run_pipeline
 from rewardsql_jax.stages.stage_config import StageConfigChanged
+from rewardsql_jax.stages.stage_memory import plan_stages
 from rewardsql_jax.training.preemption import EXIT_CODE as PREEMPTED_EXIT
 from rewardsql_jax.training.preemption import Preempted
 
@@ -77,8 +78,8 @@ def _run(config, plan_opts) -> int:
         if is_primary():
             conductor_summary(config, results)
         return 0
-    if plan_opts is not None:  # AOT memory/FLOPs plan on simulated devices; allocates nothing
-        run_plan(config, plan_opts)
+    if plan_opts is not None:  # AOT memory/FLOPs plan on simulated devices, a row per stage; allocates nothing
+        plan_stages(config, plan_opts)
         return 0
     results = run_pipeline(config)
     if is_primary():

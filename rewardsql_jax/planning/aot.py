@@ -284,7 +284,7 @@ def lowered_train_flops(
     return float((cost or {}).get("flops", 0.0))
 
 
-def _extrapolate(one: CompiledStats, two: CompiledStats, layers: int) -> CompiledStats:
+def extrapolate_layers(one: CompiledStats, two: CompiledStats, layers: int) -> CompiledStats:
     """Linear in the layer count through the 1- and 2-layer measurements: f(1) + (L - 1) (f(2) - f(1))."""
 
     def lin(a, b):
@@ -365,7 +365,7 @@ def plan_memory(
     else:
         one = _measure(cfg.replace(num_hidden_layers=1), mesh, **kw)
         two = _measure(cfg.replace(num_hidden_layers=2), mesh, **kw)
-        train, prefill, decode = (_extrapolate(a, b, layers) for a, b in zip(one[:3], two[:3]))
+        train, prefill, decode = (extrapolate_layers(a, b, layers) for a, b in zip(one[:3], two[:3]))
         kv_compiled = int(one[3] + (layers - 1) * (two[3] - one[3]))
         sizes = _measure_sizes(cfg, mesh, kw)
         cache_len, compiled_layers, extrapolated = one[5], 2, True

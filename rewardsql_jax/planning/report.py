@@ -8,6 +8,9 @@ from .result import GB, CompiledStats, Plan
 
 # Per-device HBM of common accelerators (vendor specifications), in GB.
 HBM_GB = {"v5p": 95.0, "v5e": 16.0, "v4": 32.0, "h100": 80.0, "a100": 80.0, "h200": 141.0}
+# Accelerators per host (one process each) of the usual multi-host machines: TPU VMs of v4 / v5p / v5e pod
+# slices have 4 chips, GPU nodes 8.
+LOCAL_DEVICES = {"v5p": 4, "v5e": 4, "v4": 4, "h100": 8, "a100": 8, "h200": 8}
 
 
 def _gb(n) -> str:
@@ -138,3 +141,25 @@ def assert_fits(plan: Plan, hbm_gb: float | None = None) -> None:
     check = check_fits(plan, hbm_gb)
     if not check.ok:
         raise MemoryError(check.message)
+
+
+def stage_summary(row) -> str:
+    """One line of a ``StageMemory``: its peak, the peak phase and its terms, the models held."""
+    terms = " + ".join(f"{p.name} {p.bytes / GB:.2f}" for p in row.parts)
+    return (
+        f"peak {row.peak_bytes / GB:.2f} GB per device ({row.phase}: {terms}); holds {', '.join(row.models)} "
+        f"[{row.mesh}]"
+    )
+
+
+def format_stage_table(rows, hbm_bytes: int | None = None, slice_name: str = "") -> str:
+    """A markdown table, a row per stage: peak bytes per device, the models it holds, whether it fits."""
+    head = "| stage | peak GB / device | peak phase | models held (where) |" + (" fits |" if hbm_bytes else "")
+    lines = [head, "|---" * (5 if hbm_bytes else 4) + "|"]
+    for r in rows:
+        cells = [r.stage, f"{r.peak_bytes / GB:.2f}", r.phase, f"{', '.join(r.models)} ({r.mesh})"]
+        if hbm_bytes:
+            pct = 100 * r.peak_bytes / hbm_bytes
+            cells.append(f"{'yes' if r.fits(hbm_bytes) else 'NO'} ({pct:.0f}% of {slice_name or 'HBM'})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

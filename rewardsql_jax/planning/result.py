@@ -107,3 +107,29 @@ class Plan:
     def fits(self) -> bool | None:
         """Whether ``peak_bytes`` fits ``hbm_bytes`` (None when no device memory was given)."""
         return None if self.hbm_bytes is None else self.peak_bytes <= self.hbm_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """One term of a stage's peak: what a device holds (``name``, e.g. "PRM scorer weights") and its bytes."""
+
+    name: str
+    bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StageMemory:
+    """Peak memory per device of one pipeline stage: the largest of its phases, each the sum of what a device
+    holds at once (``parts`` lists the terms of the peak phase). ``models``: every model the stage holds;
+    ``mesh``: where its models live; ``advice``: what to change when it does not fit."""
+
+    stage: str
+    peak_bytes: int
+    phase: str
+    parts: tuple
+    models: tuple
+    mesh: str
+    advice: str
+
+    def fits(self, limit_bytes: int) -> bool:
+        return self.peak_bytes <= limit_bytes

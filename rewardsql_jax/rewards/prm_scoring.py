@@ -15,6 +15,7 @@ from rewardsql_jax.models.sharding import activation_sharding, model_mesh
 from rewardsql_jax.sampling.inputs import pad_id
 
 AGGREGATIONS = ("min", "product", "last", "average")
+SCORER_BATCH, SCORER_LENGTH_MULTIPLE = 16, 64  # rows per scoring call; row length rounded up to this
 
 
 def aggregate_steps(scores, how: str = "min") -> float:
@@ -35,7 +36,9 @@ def _scores(model, ids, mask, positions, plus, minus):
 class PRMScorer:
     """Batched step scoring with one compiled function per (rows, length, steps) bucket."""
 
-    def __init__(self, model, tokenizer, *, batch_size: int = 16, length_multiple: int = 64):
+    def __init__(
+        self, model, tokenizer, *, batch_size: int = SCORER_BATCH, length_multiple: int = SCORER_LENGTH_MULTIPLE
+    ):
         self.model, self.tok = model, tokenizer
         self.tags = step_tag_ids(tokenizer)
         self.mesh = model_mesh(model)

@@ -1,21 +1,21 @@
-"""Before the first training stage: an AOT memory estimate of each train step that will run, compared with the
-memory of a device, so a run that would go out of memory fails in seconds, with the fix, before anything is
-allocated (``planning``: the real jitted steps compiled for abstract inputs on the run's mesh).
+"""Before the first stage: the peak memory per device of every stage that will run, counting every model it holds
+at once (``stage_memory``: compiled train steps, analytic sampling / scoring parts), compared with the memory of a
+device, so a run that would go out of memory fails in seconds, naming the stage and the fix, before anything is
+allocated.
 
 ``memory_check`` (RunConfig):
   auto  on accelerators, compare with the device's own limit (``memory_stats()["bytes_limit"]``); on CPU skip
         it (logged: compiling the steps costs seconds, ~10 s for configs/default.py, and host RAM is rarely the
-        limit of a CPU run) unless ``memory_limit_gb`` is set. A step the planner cannot compile is logged.
+        limit of a CPU run) unless ``memory_limit_gb`` is set. A stage the planner cannot plan is logged.
   on    check on CPU too, against the available host RAM split over the CPU devices; planner errors raise.
   off   no check.
 ``memory_limit_gb`` > 0 replaces the device's limit (e.g. a target accelerator's memory).
 
-What is compiled, at ``model.max_len`` (bucketed: an upper bound, the stages pad to their longest example):
-  sft  one step of ``sft.batch_size`` rows;  prm  one step of ``prm.batch_size`` rows (PRM loss);
-  rl   online algorithms training the grpo loss: ``planning.plan_from_run_config`` (train step and sampler,
-       ``check_fits``); other online ones (reinforce_pp, a plugin loss): their train step of prompts x samples
-       rows; offline ones: one step of ``rl.prompts_per_step`` items of the algorithm's ``batch_type``. (The
-       sampling stages prm_labels / inference are not checked.)
+Checked stages and what they hold: ``stage_memory`` (sft, prm_labels, prm, rl, inference). The train steps are
+compiled at ``model.max_len`` (bucketed: an upper bound, the stages pad to their longest example): sft one step of
+``sft.batch_size`` rows; prm one step of ``prm.batch_size`` rows; rl the grpo plan
+(``planning.plan_from_run_config``: train step and sampler) for online algorithms training the grpo loss, else the
+algorithm's train step; the sampling models count on this process's local devices.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
+from .stage_memory import ROW_STAGES, stage_rows
+from .train_memory import planned_by_the_rl_plan, train_step_memory
 
-TRAINING_STAGES = ("sft", "prm", "rl")
 MODES = ("auto", "on", "off")
 HOW_TO_DISABLE = "set memory_check=off to skip this check"
-_PRM_MAX_STEPS = 16  # step tags per PRM row in the estimate (a few KB: does not move the peak)
 
 
 class WillNotFit(MemoryError):
@@ -83,111 +82,61 @@ def memory_limit(config, devices) -> tuple[int | None, str]:
     return avail // max(cpus, 1), f"available host RAM / {cpus} CPU device(s)"
 
 
-def _fields(kind: str, rows: int, seq: int) -> dict:
-    i32, f32 = np.dtype(np.int32), np.dtype(np.float32)
-    tok = {"input_ids": ((rows, seq), i32), "attention_mask": ((rows, seq), i32)}
-    if kind == "sft":
-        return {**tok, "loss_mask": ((rows, seq), i32)}
-    if kind == "prm":
-        steps = ((rows, _PRM_MAX_STEPS), i32)
-        return {**tok, "tag_positions": steps, "labels": steps, "step_mask": steps}
-    if kind in ("advantages", "token_rewards"):  # an online algorithm's RLBatch
-        return {
-            **tok,
-            "completion_mask": ((rows, seq), i32),
-            "old_logprobs": ((rows, seq), f32),
-            kind: ((rows, seq), f32),
-        }
-
-    def side(s):
-        return {
-            f"{s}_input_ids": ((rows, seq), i32),
-            f"{s}_attention_mask": ((rows, seq), i32),
-            f"{s}_loss_mask": ((rows, seq), i32),
-        }
-
-    return {**side("chosen"), **side("rejected")}  # preference
-
-
-def _step_spec(config, stage: str):
-    """(batch class, field kind, rows, loss, options, reference, what to lower to fit) of a step the planner's
-    RL plan does not cover."""
-    from rewardsql_jax.rl import get_algorithm, policy_loss
-    from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
-
-    if stage == "sft":
-        return SFTBatch, "sft", config.sft.batch_size, "sft", None, False, "sft.batch_size"
-    if stage == "prm":
-        return PRMBatch, "prm", config.prm.batch_size, "prm", {"tag_token_ids": (1, 2)}, False, "prm.batch_size"
-    rl = config.rl
-    algorithm, (loss, options) = get_algorithm(rl.algorithm), policy_loss(rl)
-    if algorithm.online:
-        return (
-            RLBatch,
-            algorithm.batch_field,
-            rl.prompts_per_step * rl.samples_per_prompt,
-            loss,
-            options,
-            True,
-            "rl.prompts_per_step",
-        )
-    kind = {PreferenceBatch: "preference", SFTBatch: "sft"}[algorithm.batch_type]
-    return algorithm.batch_type, kind, rl.prompts_per_step, loss, options, True, "rl.prompts_per_step"
-
-
-def _planned_by_the_rl_plan(config) -> bool:
-    from rewardsql_jax.rl import get_algorithm, policy_loss
-
-    return get_algorithm(config.rl.algorithm).online and policy_loss(config.rl)[0] == "grpo"
-
-
 def check_stage(config, stage: str, devices, limit: int):
     """``planning.FitCheck`` of one training stage's step(s) against ``limit`` bytes per device."""
-    from rewardsql_jax.planning import FitCheck, check_fits, model_config_of, plan_from_run_config, planning_mesh
+    from rewardsql_jax.planning import FitCheck, check_fits, plan_from_run_config
     from rewardsql_jax.planning.result import GB
-    from rewardsql_jax.planning.steps import train_step_stats
-    from rewardsql_jax.training.collate import bucket_length
 
-    if stage == "rl" and _planned_by_the_rl_plan(config):
+    if stage == "rl" and planned_by_the_rl_plan(config):
         return check_fits(plan_from_run_config(config, devices=devices), limit / 1e9)
-    batch_type, kind, rows, loss, options, reference, knob = _step_spec(config, stage)
-    m, seq = config.mesh, bucket_length(config.model.max_len)
-    mesh = planning_mesh((m.data, m.fsdp, m.tensor), devices)
-    stats = train_step_stats(
-        model_config_of(config),
-        mesh,
-        batch_type,
-        _fields(kind, rows, seq),
-        loss=loss,
-        loss_options=options,
-        micro_batches=m.micro_batches,
-        reference=reference,
-        name=f"{stage} train step",
-    )
-    peak, what = stats.peak_bytes, f"{stage} train step ({loss} loss, {rows} rows x {seq} tokens)"
+    step = train_step_memory(config, stage, devices)
+    peak, m = step.stats.peak_bytes, config.mesh
     if peak <= limit:
-        return FitCheck(True, f"fits: peak {peak / GB:.2f} GB per device ({what}) <= {limit / GB:.2f} GB", peak, limit)
+        return FitCheck(
+            True, f"fits: peak {peak / GB:.2f} GB per device ({step.what}) <= {limit / GB:.2f} GB", peak, limit
+        )
     return FitCheck(
         False,
-        f"will OOM: the {what} needs {peak / GB:.2f} GB per device but a device has "
-        f"{limit / GB:.2f} GB (temp {stats.temp_bytes / GB:.2f} GB, {m.micro_batches} "
-        f"micro-batch(es)). To fit: raise mesh.micro_batches, lower {knob}, shard wider, or "
+        f"will OOM: the {step.what} needs {peak / GB:.2f} GB per device but a device has "
+        f"{limit / GB:.2f} GB (temp {step.stats.temp_bytes / GB:.2f} GB, {m.micro_batches} "
+        f"micro-batch(es)). To fit: raise mesh.micro_batches, lower {step.knob}, shard wider, or "
         f"lower model.max_len.",
         peak,
         limit,
     )
 
 
-def check_memory(config, stages, *, log=print, devices=None) -> dict:
-    """Check the training stages among ``stages`` (those about to run); returns {stage: FitCheck}.
+def local_device_count(devices) -> int:
+    """Devices of this process among ``devices`` (the mesh the sampling models load on)."""
+    import jax
 
-    Raises ``WillNotFit`` (a MemoryError) with the planner's message and how to disable the check when a step
-    will not fit.
+    return max(sum(d.process_index == jax.process_index() for d in devices), 1)
+
+
+def stage_error(row, limit: int, source: str) -> str:
+    """The one message of a stage that will not fit: the stage, its bytes, what it holds and what to change."""
+    from rewardsql_jax.planning.report import stage_summary
+    from rewardsql_jax.planning.result import GB
+
+    return (
+        f"will OOM: the {row.phase} of the {row.stage} stage needs {row.peak_bytes / GB:.2f} GB per device but a "
+        f"device has {limit / GB:.2f} GB ({stage_summary(row)}). To fit: {row.advice}. [memory check of the "
+        f"{row.stage} stage before the run, against {source}; {HOW_TO_DISABLE}]"
+    )
+
+
+def check_memory(config, stages, *, log=print, devices=None) -> dict:
+    """Check the stages among ``stages`` (those about to run) that hold models on the devices; returns
+    {stage: planning.StageMemory} and logs a line per stage (peak, its terms, the models held).
+
+    Raises ``WillNotFit`` (a MemoryError) naming the stage, its bytes and what to change when one will not fit.
     """
-    todo = [s for s in TRAINING_STAGES if s in stages]
+    todo = [s for s in ROW_STAGES if s in stages]
     if config.memory_check == "off" or not todo:
         return {}
     import jax
+
+    from rewardsql_jax.planning.report import stage_summary
 
     devices = list(devices) if devices is not None else jax.devices()
     limit, source = memory_limit(config, devices)
@@ -198,17 +147,17 @@ def check_memory(config, stages, *, log=print, devices=None) -> dict:
     for stage in todo:
         t0 = time.perf_counter()
         try:
-            fit = check_stage(config, stage, devices, limit)
+            (row,) = stage_rows(config, (stage,), devices, local_device_count(devices))
         except (ValueError, NotImplementedError, RuntimeError, FileNotFoundError) as e:
             if config.memory_check == "on":
                 raise
-            log(f"[memory_check] {stage}: could not plan its step ({type(e).__name__}: {e}); not checked")
+            log(f"[memory_check] {stage}: could not plan it ({type(e).__name__}: {e}); not checked")
             continue
-        if not fit.ok:
-            raise WillNotFit(
-                f"{fit.message} [AOT memory check of the {stage} stage before training, against "
-                f"{source}; {HOW_TO_DISABLE}]"
-            )
-        log(f"[memory_check] {stage}: {fit.message} ({source}; {time.perf_counter() - t0:.1f}s)")
-        results[stage] = fit
+        if not row.fits(limit):
+            raise WillNotFit(stage_error(row, limit, source))
+        log(
+            f"[memory_check] {stage}: fits: {stage_summary(row)} <= {limit / 1e9:.2f} GB ({source}; "
+            f"{time.perf_counter() - t0:.1f}s)"
+        )
+        results[stage] = row
     return results

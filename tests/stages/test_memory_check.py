@@ -69,7 +69,9 @@ def test_a_fitting_run_is_checked_and_runs(tmp_path, ran):
 
 
 def test_the_grpo_rl_plan_reports_its_oom(tmp_path, ran):
-    with pytest.raises(MemoryError, match=r"will OOM: the (train step|sampler \w+) needs .*memory_check=off"):
+    with pytest.raises(
+        MemoryError, match=r"will OOM: the (train step|sampler|PRM scoring) of the rl stage needs .*memory_check=off"
+    ):
         runner.run_pipeline(_cfg(tmp_path, memory_limit_gb=1e-4, stages=("rl",)), log=lambda *_: None)
     assert ran == []
 

@@ -1,0 +1,108 @@
+"""Run on 8 simulated CPU devices (``test_sampling_memory.py``): a small model sharded over an fsdp local mesh, its
+real weights and sampler caches per device beside the analytic counts, printed as one JSON line."""
+
+import json
+import math
+import os
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from rewardsql_jax.models.config import ModelConfig  # noqa: E402
+from rewardsql_jax.models.registry import build_model  # noqa: E402
+from rewardsql_jax.models.sharding import activation_sharding, shard_model  # noqa: E402
+from rewardsql_jax.planning.sampling_memory import (  # noqa: E402
+    forward_activation_bytes,
+    local_mesh,
+    sampler_cache_bytes,
+    weight_bytes,
+)
+from rewardsql_jax.sampling import sampler  # noqa: E402
+from rewardsql_jax.sampling.inputs import pad_prompts  # noqa: E402
+from rewardsql_jax.sampling.sampler import SamplerOptions, pad_to_mesh  # noqa: E402
+
+
+def long_prefill() -> dict:
+    """Compiled temp bytes of a prefill of 16 prompts of 512 tokens (activations dominate) and the bound."""
+    rows, width = 16, 512
+    ids = jax.device_put(np.ones((rows, width), np.int32), activation_sharding(("batch", "seq"), mesh))
+    mask = jax.device_put(np.ones((rows, width), bool), activation_sharding(("batch", "seq"), mesh))
+    lengths = jax.device_put(np.full((rows,), width, np.int32), activation_sharding(("batch",), mesh))
+    opts = SamplerOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + 16, gen_capacity=16)
+    lowered = sampler.prefill.lower(graphdef, state, ids, mask, lengths, jax.random.key(0), *scalars, opts=opts)
+    temp = lowered.compile().memory_analysis().temp_size_in_bytes
+    return {"temp": int(temp), "bound": forward_activation_bytes(cfg, rows=rows, seq=width, logits_rows=rows)}
+
+
+def per_device(tree) -> int:
+    return sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
+cfg = ModelConfig(
+    model_type="qwen2",
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    attention_bias=True,
+    dtype="bfloat16",
+    param_dtype="bfloat16",
+)
+mesh = local_mesh(8)
+model = shard_model(build_model(cfg), mesh)
+graphdef, state = nnx.split(model)
+PROMPTS, SAMPLES, PROMPT_LEN, NEW = 6, 4, 40, 20  # 6 prompts pad to 8 rows; 40 -> 64 slots; 20 -> 32 slots
+batch = pad_prompts(
+    [[1] * PROMPT_LEN] * PROMPTS,
+    num_samples=SAMPLES,
+    pad_id=0,
+    max_new_tokens=NEW,
+    max_cache_len=None,
+    max_positions=cfg.max_position_embeddings,
+    vocab_size=cfg.vocab_size,
+)
+(ids, mask, lengths), n = pad_to_mesh((batch.ids, batch.mask, batch.lengths), mesh)
+opts = SamplerOptions(
+    greedy=False,
+    top_k=0,
+    use_top_p=False,
+    cache_len=batch.cache_len,
+    gen_capacity=batch.gen_capacity,
+    num_samples=SAMPLES,
+    real_prompts=n,
+)
+scalars = (jnp.float32(1.0), jnp.float32(1.0), jnp.full((4,), -1, jnp.int32), jnp.int32(0))
+lowered = sampler.prefill.lower(graphdef, state, ids, mask, lengths, jax.random.key(0), *scalars, opts=opts)
+st = sampler.prefill(graphdef, state, ids, mask, lengths, jax.random.key(0), *scalars, opts=opts)
+after_prefill = per_device((st.prompt_cache, st.cache))
+gen_after_prefill = per_device(st.cache)
+st = sampler.decode_loop(graphdef, state, st, jnp.int32(NEW), *scalars, opts=opts)
+gen_after_decode = per_device(st.cache)
+prompt_cache = per_device(st.prompt_cache)
+prefill_temp = lowered.compile().memory_analysis().temp_size_in_bytes
+print(
+    "SAMPLING_JSON "
+    + json.dumps(
+        dict(
+            weights_real=per_device(state),
+            weights=weight_bytes(cfg, mesh),
+            full_weights=sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(state)),
+            prompt_cache=prompt_cache,
+            gen_after_prefill=gen_after_prefill,
+            gen_after_decode=gen_after_decode,
+            cache=sampler_cache_bytes(
+                cfg, mesh, prompts=PROMPTS, samples=SAMPLES, prompt_len=PROMPT_LEN, new_tokens=NEW
+            ),
+            activations=forward_activation_bytes(cfg, rows=PROMPTS, seq=ids.shape[1], logits_rows=PROMPTS * SAMPLES),
+            prefill_temp=int(prefill_temp),
+            long=long_prefill(),
+        )
+    )
+)

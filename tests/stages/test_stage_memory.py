@@ -1,0 +1,88 @@
+"""Every model a stage holds is in its memory row: the RL row grows by the PRM scorer's weights exactly when the
+algorithm's reward uses the PRM, inference holds the policy and the PRM, PRM labelling the SFT policy and its
+sampler; a stage that does not fit stops the run with one message naming it, its bytes and the fix."""
+
+import dataclasses
+
+import jax
+import pytest
+
+from rewardsql_jax.planning.from_run import model_config_of
+from rewardsql_jax.planning.sampling_memory import loaded_config, local_mesh, sampler_cache_bytes, weight_bytes
+from rewardsql_jax.stages import memory_check, runner, stage_memory
+from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig, SFTConfig
+
+TINY = RunConfig(
+    name="stagemem",
+    workers=1,
+    data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=4),
+    model=ModelConfigSection(
+        vocab_size=256, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=256
+    ),
+    sft=SFTConfig(steps=2, batch_size=2),
+    prm=PRMConfig(steps=2, batch_size=2),
+    rl=RLConfig(algorithm="grpo", steps=1, prompts_per_step=2, samples_per_prompt=2, max_new_tokens=64),
+)
+
+
+def _rows(cfg, stages):
+    return {r.stage: r for r in stage_memory.stage_rows(cfg, stages, jax.devices()[:1], 1)}
+
+
+def _scorer_bytes(cfg):
+    return weight_bytes(loaded_config(model_config_of(cfg), cfg.model.dtype), local_mesh(1, jax.devices()[:1]))
+
+
+def test_the_rl_row_holds_the_prm_scorer_only_when_the_algorithm_uses_it(tmp_path):
+    cfg = dataclasses.replace(TINY, run_dir=str(tmp_path))
+    with_prm = _rows(cfg, ("rl",))["rl"]
+    outcome = _rows(dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, algorithm="grpo_outcome")), ("rl",))["rl"]
+    scorer = _scorer_bytes(cfg)
+    assert scorer > 0
+    assert "PRM scorer (local)" in with_prm.models and "PRM scorer (local)" not in outcome.models
+    assert {"policy", "reference", "AdamW moments", "sampler KV cache"} <= set(outcome.models)
+    assert with_prm.peak_bytes >= outcome.peak_bytes + scorer
+    assert any(p.name == "PRM scorer weights" and p.bytes == scorer for p in with_prm.parts)
+    assert not any("PRM" in p.name for p in outcome.parts)
+
+
+def test_inference_holds_policy_prm_and_the_best_of_n_cache(tmp_path):
+    cfg = dataclasses.replace(TINY, run_dir=str(tmp_path))
+    row = _rows(cfg, ("inference",))["inference"]
+    w = _scorer_bytes(cfg)
+    mesh = local_mesh(1, jax.devices()[:1])
+    inf = cfg.inference
+    cache = sampler_cache_bytes(
+        loaded_config(model_config_of(cfg), cfg.model.dtype),
+        mesh,
+        prompts=8,
+        samples=inf.best_of_n,
+        prompt_len=cfg.model.max_len - cfg.rl.max_new_tokens,
+        new_tokens=inf.max_new_tokens,
+    )
+    assert row.models == ("policy", "PRM scorer", "sampler KV cache")
+    assert row.peak_bytes > 2 * w + cache
+    no_prm = _rows(dataclasses.replace(cfg, stages=("cold_start", "sft", "inference")), ("inference",))["inference"]
+    assert "PRM scorer" not in no_prm.models and no_prm.peak_bytes <= row.peak_bytes - w
+    bigger = dataclasses.replace(cfg, inference=dataclasses.replace(inf, best_of_n=32 * inf.best_of_n))
+    grown = _rows(bigger, ("inference",))["inference"]
+    assert grown.phase == "sampler" and grown.peak_bytes > row.peak_bytes
+
+
+def test_prm_labels_holds_the_sft_policy_and_its_sampler(tmp_path):
+    row = _rows(dataclasses.replace(TINY, run_dir=str(tmp_path)), ("prm_labels",))["prm_labels"]
+    assert row.models == ("SFT policy", "sampler KV cache")
+    assert [p.name.split(" (")[0] for p in row.parts] == ["SFT policy weights", "KV cache", "prefill activations"]
+
+
+def test_a_sampling_stage_that_does_not_fit_names_the_stage_bytes_and_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "stage_function", lambda name: lambda ctx: {})
+    cfg = dataclasses.replace(TINY, run_dir=str(tmp_path / "run"), memory_limit_gb=1e-4, stages=("inference",))
+    (tmp_path / "run" / "prm" / "model").mkdir(parents=True)  # a PRM trained by an earlier run
+    (tmp_path / "run" / "prm" / "model" / "config.json").write_text("{}")
+    with pytest.raises(memory_check.WillNotFit) as err:
+        runner.run_pipeline(cfg, log=lambda *_: None)
+    msg = str(err.value)
+    assert msg.startswith("will OOM: the ") and " of the inference stage needs" in msg
+    assert "GB per device" in msg and "inference.best_of_n" in msg and "PRM scorer weights" in msg
+    assert "memory_check=off" in msg
