@@ -43,7 +43,7 @@ class CoCTE:
     final: str
 
 
-def parse_single(sql: str) -> exp.Expression:
+def parse_single(sql: str) -> exp.Expr:
     """The one SQLite statement in ``sql`` as a sqlglot tree; TypeError / ValueError with the fix otherwise."""
     if not isinstance(sql, str):
         raise TypeError(f"sql must be a str, got {type(sql).__name__}")
@@ -58,7 +58,7 @@ def parse_single(sql: str) -> exp.Expression:
     return trees[0]
 
 
-def _top_level_ctes(tree: exp.Expression) -> list[exp.CTE]:
+def _top_level_ctes(tree: exp.Expr) -> list[exp.CTE]:
     with_ = tree.args.get("with_") or tree.args.get("with")
     return list(with_.expressions) if with_ is not None else []
 

@@ -11,7 +11,7 @@ from sqlglot import exp
 class Namer:
     """Unique, SQL-safe names that never shadow a table (or CTE) used anywhere in the query."""
 
-    def __init__(self, tree: exp.Expression):
+    def __init__(self, tree: exp.Expr):
         self.taken = {t.name.lower() for t in tree.find_all(exp.Table)}
         self.taken |= {c.alias.lower() for c in tree.find_all(exp.CTE)}
 
@@ -53,7 +53,7 @@ def qualify(e: exp.Expression, table: str) -> exp.Expression:
     return e
 
 
-def aliased(e: exp.Expression, alias: str) -> exp.Expression:
+def aliased(e: exp.Expr, alias: str) -> exp.Expr:
     """``e AS alias``, or ``e`` itself when it already is the bare column ``alias``."""
     if isinstance(e, exp.Column) and e.name == alias and not e.table:
         return e
@@ -70,7 +70,7 @@ def is_aggregate(e: exp.Expression) -> bool:
     return any(isinstance(n, exp.AggFunc) and not inside_query(n, e) for n in e.walk())
 
 
-def inside_query(node: exp.Expression, root: exp.Expression) -> bool:
+def inside_query(node: exp.Expr, root: exp.Expr) -> bool:
     """True when ``node`` sits inside a sub-query nested in ``root``."""
     if node is root:
         return False
@@ -82,7 +82,7 @@ def inside_query(node: exp.Expression, root: exp.Expression) -> bool:
     return False
 
 
-def outer_nodes(e: exp.Expression, kind) -> list:
+def outer_nodes(e: exp.Expr, kind) -> list:
     """Nodes of ``kind`` inside ``e`` that are not inside a nested query."""
     return [n for n in e.walk(bfs=False) if isinstance(n, kind) and not inside_query(n, e)]
 
@@ -96,13 +96,13 @@ def is_correlated(q: exp.Query) -> bool:
     return any(c.table and c.table.lower() not in defined for c in q.find_all(exp.Column))
 
 
-def main_table(q: exp.Expression) -> str:
+def main_table(q: exp.Expr) -> str:
     """Name of the first table in ``q`` (used to name its steps)."""
     t = q.find(exp.Table)
     return t.name if t is not None else "step"
 
 
-def is_star_from_step(q: exp.Expression, steps: set[str]) -> bool:
+def is_star_from_step(q: exp.Expr, steps: set[str]) -> bool:
     """True for ``SELECT * FROM <step>`` (possibly parenthesised): an already lifted sub-query."""
     q = q.this if isinstance(q, exp.Subquery) else q
     return (
@@ -162,7 +162,7 @@ def rewrite_columns(e: exp.Expression, mapping: dict) -> exp.Expression:
     return e
 
 
-def keep_output_name(e: exp.Expression, orig: exp.Expression) -> exp.Expression:
+def keep_output_name(e: exp.Expr, orig: exp.Expr) -> exp.Expr:
     """Keep the original output column name where it is a plain column or an explicit alias."""
     want = orig.alias if isinstance(orig, exp.Alias) else orig.name if isinstance(orig, exp.Column) else None
     inner = e.unalias()

@@ -35,11 +35,11 @@ def table_columns(db_path) -> dict[str, list[str]]:
     return out
 
 
-def _tables(q: exp.Expression) -> set[str]:
+def _tables(q: exp.Expr) -> set[str]:
     return {t.name.lower() for t in q.find_all(exp.Table)}
 
 
-def _plain_projection(q: exp.Expression):
+def _plain_projection(q: exp.Expr):
     """(source table name, projected names or None for ``*``) for a clause-free single-source SELECT."""
     if not isinstance(q, exp.Select) or q.args.get("from_") is None or not isinstance(q.args["from_"].this, exp.Table):
         return None

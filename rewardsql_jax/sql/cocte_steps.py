@@ -18,6 +18,8 @@ here produce those steps from a sqlglot SELECT; ``to_cocte._Converter`` calls th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sqlglot import exp
 
 from .cocte_ast import (
@@ -97,10 +99,18 @@ class StepBuilder:
     """Mixin of ``_Converter``: needs ``self.add(base, query) -> name``, ``self.steps``, ``self.origin``
     ({per-table step: table}) and ``self.schema`` (``{table (lower): {column (lower)}}`` or None)."""
 
+    steps: list[tuple[str, exp.Query]]
+    origin: dict[str, str]
+    schema: dict | None
+
+    if TYPE_CHECKING:
+
+        def add(self, base: str, query: exp.Query) -> str: ...
+
     def step_names(self) -> set[str]:
         return {n for n, _ in self.steps}
 
-    def base_name(self, q: exp.Expression) -> str:
+    def base_name(self, q: exp.Expr) -> str:
         """Name for the steps of ``q``: its first table, or the table a per-table step stands for."""
         name = main_table(q)
         return self.origin.get(name, name)
@@ -138,7 +148,7 @@ class StepBuilder:
         joins = sel.args.get("joins") or []
         where = sel.args.get("where")
         tables = self._tables(sel) if joins and where is not None else None
-        if tables is None or any(j.args.get("side") in ("RIGHT", "FULL") for j in joins):
+        if where is None or tables is None or any(j.args.get("side") in ("RIGHT", "FULL") for j in joins):
             return False
         nullable = {j.this.alias_or_name.lower() for j in joins if j.args.get("side")}
         pushed: dict[str, list] = {}
@@ -186,7 +196,8 @@ class StepBuilder:
             return "correlated_subquery"
         if sel.args.get("joins") and self._needs_star(sel, []):
             return "unqualified_join_columns"
-        single, reason = len(tables) == 1, "whole_table_used"
+        single = len(tables) == 1
+        reason: str | None = "whole_table_used"
         for qual, holder in tables.items():
             table = holder.this
             cols = [c for c in _column_uses(sel) if (single and not c.table) or c.table.lower() == qual]
@@ -234,7 +245,7 @@ class StepBuilder:
             source.set("expressions", [exp.Star()])
             mapping = {col_key(c): c.name for c in cols}
         else:
-            mapping, taken = {}, set()
+            mapping, taken = {}, set[str]()
             for c in cols:
                 if col_key(c) not in mapping:
                     mapping[col_key(c)] = fresh_alias(c.name, taken, c.table)
@@ -285,25 +296,27 @@ class StepBuilder:
             agg.set("having", qualify(rewrite(having), qual))
         base = self.base_name(sel.args["from_"])
         name = self.add(f"{base}_grouped" if sel.args.get("group") else f"{base}_aggregated", agg)
-        taken, outs = set(), []
+        taken, outs = set[str](), list[str | None]()
         for orig, e in zip(sel.expressions, items):
             if isinstance(e, exp.Star):
                 outs.append(None)
                 agg.append("expressions", e)
                 continue
-            outs.append(fresh_alias(out_name(orig), taken))
-            agg.append("expressions", aliased(e.unalias(), outs[-1]))
+            out = fresh_alias(out_name(orig), taken)
+            outs.append(out)
+            agg.append("expressions", aliased(e.unalias(), out))
         last, known = agg, [(e.unalias(), a) for a, e in zip(outs, items) if a is not None]
-        if split:
+        if split and having is not None:
             grouped = name
             cond = self._project_parts(rewrite(having.this), agg, known, taken, qual, name)
-            last = exp.Select(expressions=[column(a) for a in outs]).from_(exp.Table(this=ident(name)))
+            # split: no ``*`` item, so every output has an alias
+            last = exp.Select(expressions=[column(a) for a in outs if a is not None]).from_(exp.Table(this=ident(name)))
             last = last.where(cond)
             name = self.add(f"{base}_having", last)
         # ORDER BY / LIMIT / DISTINCT stay in the aggregation (or HAVING) step: SQLite breaks ties of a sort over
         # an aggregate differently from a sort over a materialised grouped step, so moving them changes which
         # tied row LIMIT keeps. The final query re-applies the ordering (a stable re-sort).
-        new_order = []
+        new_order: list[exp.Expr] = []
         for o in order:
             match = [a for e, a in known if e == o.this]
             if match:

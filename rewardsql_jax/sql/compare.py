@@ -94,8 +94,8 @@ def spider_prepare(sql: str, *, prediction: bool) -> str | None:
     if prediction:
         sql = sql.replace(" value ", " 1 ")
     sql = sql.replace("> =", ">=").replace("< =", "<=").replace("! =", "!=")
-    sql = spider_remove_distinct(sql)
-    return None if sql is None else _CUR_YEAR.sub("2020", sql)
+    out = spider_remove_distinct(sql)
+    return None if out is None else _CUR_YEAR.sub("2020", out)
 
 
 def spider_order_matters(gold_sql: str) -> bool:

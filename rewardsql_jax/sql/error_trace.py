@@ -233,7 +233,7 @@ def _logical(ix: _Index, info: ErrorInfo) -> set[int]:
         aliases = [
             ix.toks[k + 1].text
             for k in range(ix.n - 1)
-            if ix.typ(k) == TokenType.ALIAS and ix.span(k) is not None and spans[ix.span(k)].kind == "SELECT"
+            if ix.typ(k) == TokenType.ALIAS and (s := ix.span(k)) is not None and spans[s].kind == "SELECT"
         ]
         uses = {i for a in aliases for i in ix.spans_of(ix.names(a, unqualified=True)) if spans[i].kind in banned}
         calls = ix.spans_of(ix.calls(el))

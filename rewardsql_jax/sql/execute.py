@@ -252,6 +252,7 @@ def run_query(
     text, problem = _check_sql(sql, max_sql_chars)
     if problem:
         return _error(problem)
+    assert text is not None  # _check_sql returns the text whenever it reports no problem
     guard: _Guard = conn.guard
     guard.denied = None
     conn.text_factory = str if text_errors == "strict" else (lambda b: b.decode("utf-8", errors=text_errors))

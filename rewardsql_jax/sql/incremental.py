@@ -33,6 +33,7 @@ flagged. Steps whose query fails to execute are skipped (not compared).
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar
 
 import sqlglot
 from sqlglot import exp
@@ -42,6 +43,7 @@ from .clauses import DIALECT, KINDS, SplitSQL
 from .diff import candidate_clauses, diff_types
 from .execute import ExecResult
 
+_N = TypeVar("_N", bound="exp.Expr")  # _strip returns a copy of the node it was given
 _FIRST_ONLY = frozenset({"col_count"})
 _COMPOUND_KINDS = tuple(k for k in KINDS if k not in ("ORDER BY", "LIMIT"))
 
@@ -71,7 +73,7 @@ class Located:
     fallback: bool
 
 
-def _parts(node: exp.Expression) -> list[exp.Select]:
+def _parts(node: exp.Expr) -> list[exp.Select]:
     if isinstance(node, exp.SetOperation):
         return _parts(node.this) + _parts(node.expression)
     if isinstance(node, exp.Subquery):
@@ -93,14 +95,14 @@ def _resolve_aliases(sel: exp.Select, cond: exp.Expression) -> exp.Expression:
     return cond
 
 
-def _sql(node: exp.Expression, with_: exp.Expression | None) -> str:
+def _sql(node: exp.Expr, with_: exp.Expr | None) -> str:
     node = node.copy()
     if with_ is not None:
         node.set("with_", with_.copy())
     return node.sql(dialect=DIALECT)
 
 
-def _strip(sel: exp.Select, *keys: str) -> exp.Select:
+def _strip(sel: _N, *keys: str) -> _N:
     out = sel.copy()
     for k in keys:
         out.set(k, None)

@@ -169,7 +169,7 @@ class ExecutorPool:
         self._cache_size = int(cache_size)
         self._defaults = (int(max_rows), text_errors)
         self._grace = float(hang_grace_s)
-        self._counts = collections.Counter()
+        self._counts: collections.Counter[str] = collections.Counter()
         self._workers: list[_Worker] = []
         self._closed = False
         self._lock = threading.Lock()  # one map() at a time

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 import sqlglot
 from sqlglot import exp
@@ -54,6 +55,7 @@ from .cocte_ast import (
 from .cocte_steps import StepBuilder, Unsupported
 
 _D = "sqlite"
+_Q = TypeVar("_Q", bound="exp.Query")  # promote_ctes returns the query it was given
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +87,7 @@ class _Converter(StepBuilder):
         self.steps.append((name, query))
         return name
 
-    def query(self, q: exp.Query) -> exp.Query:
+    def query(self, q: exp.Expr) -> exp.Query:
         """Convert ``q``: append its steps, return the final query over them."""
         if isinstance(q, exp.Subquery):
             q = q.this
@@ -120,7 +122,7 @@ class _Converter(StepBuilder):
                 out.set(key, star_from(self.materialize(side, "part")))
         return out
 
-    def promote_ctes(self, q: exp.Query) -> exp.Query:
+    def promote_ctes(self, q: _Q) -> _Q:
         """Existing (non-recursive) CTEs of ``q`` become steps as they are; returns ``q`` without its WITH."""
         with_ = q.args.get("with_")
         if with_ is None:
@@ -193,7 +195,7 @@ class _Converter(StepBuilder):
         if self.pad and self.depth == 0:
             self.single_step = self.column_steps(sel, stars, grouped)
         pushed = self.push_down_filters(sel, stars)
-        top_k = not grouped and self.depth == 0 and sel.args.get("limit") and not sel.args.get("distinct")
+        top_k = bool(not grouped and self.depth == 0 and sel.args.get("limit") and not sel.args.get("distinct"))
         src, qual, rewrite = self.source_step(sel, later, stars, grouped or top_k, pushed)
         items = [rewrite(e) for e in items]
         order = [rewrite(o) for o in sel.args["order"].expressions] if sel.args.get("order") else []
@@ -232,7 +234,7 @@ def _is_passthrough(final: exp.Query, last: tuple[str, exp.Query]) -> bool:
     return plain and _output_names(final) == _output_names(step)
 
 
-def _body_text(q: exp.Expression) -> str:
+def _body_text(q: exp.Expr) -> str:
     text = q.sql(dialect=_D, pretty=True)
     return text if "\n\n" not in text else q.sql(dialect=_D)
 
@@ -245,7 +247,7 @@ def _render(steps: list[tuple[str, exp.Query]], final: exp.Query) -> str:
     return ",\n\n".join(parts) + "\n\n" + _body_text(final)
 
 
-def _fallback(sql: str, tree: exp.Expression, reason: str, code: str) -> CoCTEConversion:
+def _fallback(sql: str, tree: exp.Expr, reason: str, code: str) -> CoCTEConversion:
     body = sql.strip().rstrip(";").strip()
     if "\n\n" in body:
         body = tree.sql(dialect=_D)
@@ -255,7 +257,7 @@ def _fallback(sql: str, tree: exp.Expression, reason: str, code: str) -> CoCTECo
     return CoCTEConversion(sql=text, fallback=True, reason=reason, code=code, steps=1)
 
 
-def _convert(tree: exp.Expression, pad: bool, schema: dict | None) -> tuple[str, int, str | None]:
+def _convert(tree: exp.Expr, pad: bool, schema: dict | None) -> tuple[str, int, str | None]:
     conv = _Converter(Namer(tree), pad=pad, schema=schema)
     final = conv.query(tree.copy())
     if not conv.steps:
