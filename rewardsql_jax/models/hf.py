@@ -29,6 +29,7 @@ from .config import ModelConfig, resolve_dtype
 from .hf_keys import IGNORED_HF_SUFFIXES, KeyMap, hf_key_table
 from .registry import build_model
 from .sharding import DEFAULT_RULES, AxisRules, variable_sharding
+from .transformer import CausalLM
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -128,7 +129,7 @@ def from_pretrained(
     compute_dtype=None,
     rules: AxisRules = DEFAULT_RULES,
     strict: bool = True,
-) -> nnx.Module:
+) -> CausalLM:
     """Load a HF Qwen2/Llama directory (``config.json`` + ``*.safetensors``) into an NNX model.
 
     ``dtype`` is the parameter storage dtype, ``compute_dtype`` the activation dtype (defaults to
@@ -171,7 +172,7 @@ def _parse_size(size) -> int:
     raise ValueError(f"max_shard_size {size!r} not understood; use bytes (int) or a string like '5GB' / '500MB'")
 
 
-def save_pretrained(model: nnx.Module, path, *, dtype=None, max_shard_size="5GB") -> Path:
+def save_pretrained(model: CausalLM, path, *, dtype=None, max_shard_size="5GB") -> Path:
     """Write ``config.json`` + safetensors that ``transformers.AutoModelForCausalLM`` loads.
 
     Tensors are stored in the parameter dtype (or ``dtype``), in HF layout. Above ``max_shard_size``

@@ -233,7 +233,9 @@ def omega_prm_search(
     )
 
 
-def run_searches(searches: Sequence[Generator], answer_batch: Callable[[list], list]) -> list:
+def run_searches(
+    searches: Sequence[Generator[MCRequest, list, OmegaPRMResult]], answer_batch: Callable[[list], list]
+) -> list:
     """Drive many searches in lock-step: each round gathers every live search's pending ``MCRequest`` and
     answers them with one ``answer_batch([(search index, request), ...]) -> [completions per request]``
     call, then resumes them. Returns the searches' results in order; the number of rounds is the largest

@@ -99,7 +99,8 @@ def select_coctes(questions, pool, keep: float = 1.0) -> list[CoCTESelection]:
     ratio (float in (0, 1]) or count (int).
     """
     extracted = [[extract_cocte(c) for c in cands] for _, _, cands in questions]
-    jobs, index = [], []
+    jobs: list[tuple[str, str]] = []
+    index: list[int] = []
     for (db, gold, _), texts in zip(questions, extracted):
         index.append(len(jobs))
         jobs.append((db, gold))
@@ -171,7 +172,7 @@ def sample_rewrites(ctx, examples, schema_of) -> tuple[list, int]:
         if fit
         else None
     )
-    texts = [[] for _ in examples]
+    texts: list[list[str]] = [[] for _ in examples]
     for i, t in zip(fit, done.texts if done else []):
         texts[i] = t
     return texts, len(examples) - len(fit)

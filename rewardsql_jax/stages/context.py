@@ -12,6 +12,7 @@ import dataclasses
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
@@ -23,6 +24,9 @@ from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 from .run_config import STAGES, RunConfig
 from .stage_config import stage_settings
 
+if TYPE_CHECKING:
+    from rewardsql_jax.sql import ExecutorPool
+
 
 @dataclasses.dataclass
 class RunContext:
@@ -30,7 +34,7 @@ class RunContext:
 
     config: RunConfig
     run_dir: Path
-    _pool: object = None
+    _pool: ExecutorPool | None = None
     _tokenizer: object = None
     _scalars: ScalarLog | None = None
 

@@ -141,7 +141,7 @@ def run_evaluate(ctx: RunContext) -> dict:
     threshold = quadrant_threshold(ctx.run_dir)
     if preds and preds[0]["candidates"]:
         curve, quad, cand_correct = _candidate_metrics(ctx, records, preds, out, threshold["value"])
-    best = max(table, key=table.get)
+    best = max(table, key=table.__getitem__)
     _write_official(out, records, [p.get(best) for p in preds], cfg.data.source)
     evidence = evidence_table({EVIDENCE_NAMES[m]: verdicts[m] for m in methods}, COMPARISONS, seed=cfg.seed)
     return ctx.finish(

@@ -102,7 +102,7 @@ def run_inference(ctx: RunContext) -> dict:
         return ctx.finish("inference", {"questions": len(records), "policies": [], "source": inf.predictions_file})
     found = policies(ctx)
     chunks = owned_chunks(len(records), CHUNK)
-    placements = {}
+    placements: dict = {}
     mine = _predict(ctx, records, found, chunks, placements)
     preds, shares = merge_shares(ctx.stage_dir("inference"), mine, chunks, len(records))
     n_candidates = sum(len(p["candidates"]) for p in preds)

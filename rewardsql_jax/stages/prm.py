@@ -59,7 +59,8 @@ def annotate_responses(pool, records) -> list[str]:
     whole query. A response that does not split that way (unparseable, other layout) gets the whole
     response's result (usually its error) after every block.
     """
-    plans, jobs = [], []
+    plans: list[tuple[list[str], int, int]] = []
+    jobs: list[tuple[str, str]] = []
     for r in records:
         blocks = r["response"].split(STEP_SEPARATOR)
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import cast
 
 import jax
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.rewards.prm_scoring import aggregate_steps
 from rewardsql_jax.rl import get_algorithm, options_dict, sample_rollouts, score_rows
+from rewardsql_jax.rl.algorithm import OfflineAlgorithm
 from rewardsql_jax.rl.rollouts import sampler_prompts
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.collate import batch_indices
@@ -90,7 +92,8 @@ def candidates(ctx: RunContext, data, state) -> list[dict]:
 
 def run_offline(ctx: RunContext) -> dict:
     cfg, rl, out = ctx.config, ctx.config.rl, ctx.stage_dir("rl")
-    tok, data, algo = ctx.tokenizer(), rl_data(ctx), get_algorithm(ctx.config.rl.algorithm)
+    # rl.run_offline: the algorithm is an offline one
+    tok, data, algo = ctx.tokenizer(), rl_data(ctx), cast(OfflineAlgorithm, get_algorithm(ctx.config.rl.algorithm))
     pad = pad_id(tok)
     state = new_state(ctx)
     t0 = time.perf_counter()

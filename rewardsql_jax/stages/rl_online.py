@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 import jax
 
@@ -38,6 +39,11 @@ from .policy import save_model
 from .rl_report import online_metrics, plot_learning_curve
 from .rl_setup import RLData, fit_options, new_state, prm_scorer_if_needed, prm_scores, rl_data, train_step
 
+if TYPE_CHECKING:
+    from rewardsql_jax.rewards.prm_scoring import PRMScorer
+
+    from .run_config import RLConfig
+
 PHASES = ("generate", "execute", "reward", "advantage", "update")
 
 
@@ -46,12 +52,12 @@ class RLInputs:
     """What an online iteration reads: the config, the algorithm, its questions, the sampler, the PRM scorer
     (None when the reward does not use it: ``uses_prm``), the jitted train step and the batch layout."""
 
-    rl: object
+    rl: RLConfig
     seed: int
     algorithm: OnlineAlgorithm
     data: RLData
     sampler: RolloutSampler
-    scorer: object
+    scorer: PRMScorer | None
     step_fn: Callable
     pad_id: int
 
@@ -179,7 +185,8 @@ def step_record(step: int, ro, upd, m: dict, phases: dict, seconds: float) -> di
 
 def run_online(ctx: RunContext) -> dict:
     cfg, rl, out = ctx.config, ctx.config.rl, ctx.stage_dir("rl")
-    tok, pool, algo = ctx.tokenizer(), ctx.pool(), get_algorithm(rl.algorithm)
+    # rl.run_online: the algorithm is an online one
+    tok, pool, algo = ctx.tokenizer(), ctx.pool(), cast(OnlineAlgorithm, get_algorithm(rl.algorithm))
     state = new_state(ctx)
     step_fn = train_step(ctx, state)
 

@@ -82,7 +82,7 @@ class _Counter:
 def _row(stage, phases: dict, models, mesh, advice) -> StageMemory:
     """The row of ``stage`` from ``{phase: [Held, ...]}``: its peak phase and that phase's terms."""
     totals = {name: sum(h.bytes for h in parts) for name, parts in phases.items()}
-    worst = max(totals, key=totals.get)
+    worst = max(totals, key=totals.__getitem__)
     return StageMemory(stage, totals[worst], worst, tuple(phases[worst]), tuple(models), mesh, advice)
 
 

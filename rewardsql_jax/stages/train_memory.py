@@ -9,8 +9,12 @@ layers with the real widths and extrapolates linearly (``planning.aot.extrapolat
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from rewardsql_jax.planning.result import CompiledStats
 
 _PRM_MAX_STEPS = 16  # step tags per PRM row in the estimate (a few KB: does not move the peak)
 
@@ -19,7 +23,7 @@ _PRM_MAX_STEPS = 16  # step tags per PRM row in the estimate (a few KB: does not
 class TrainStepMemory:
     """Compiled stats of one stage's train step, what it trains (``what``) and the knob that lowers its rows."""
 
-    stats: object  # planning.CompiledStats
+    stats: CompiledStats
     what: str
     knob: str
 
@@ -54,6 +58,7 @@ def _step_spec(config, stage: str):
     """(batch class, field kind, rows, loss, options, reference, what to lower to fit) of a step the planner's
     RL plan does not cover."""
     from rewardsql_jax.rl import get_algorithm, policy_loss
+    from rewardsql_jax.rl.algorithm import OfflineAlgorithm, OnlineAlgorithm
     from rewardsql_jax.training.batch import PRMBatch, PreferenceBatch, RLBatch, SFTBatch
 
     if stage == "sft":
@@ -64,9 +69,10 @@ def _step_spec(config, stage: str):
     algorithm, (loss, options) = get_algorithm(rl.algorithm), policy_loss(rl)
     if algorithm.online:
         rows = rl.prompts_per_step * rl.samples_per_prompt
-        return RLBatch, algorithm.batch_field, rows, loss, options, True, "rl.prompts_per_step"
-    kind = {PreferenceBatch: "preference", SFTBatch: "sft"}[algorithm.batch_type]
-    return algorithm.batch_type, kind, rl.prompts_per_step, loss, options, True, "rl.prompts_per_step"
+        return RLBatch, cast(OnlineAlgorithm, algorithm).batch_field, rows, loss, options, True, "rl.prompts_per_step"
+    batch_type = cast(OfflineAlgorithm, algorithm).batch_type
+    kind = {PreferenceBatch: "preference", SFTBatch: "sft"}[batch_type]
+    return batch_type, kind, rl.prompts_per_step, loss, options, True, "rl.prompts_per_step"
 
 
 def planned_by_the_rl_plan(config) -> bool:
