@@ -10,6 +10,8 @@ bf16). The Triton and Mosaic lowerings are checked from CPU by tests/kernels/tes
 
 from __future__ import annotations
 
+from typing import Literal
+
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
@@ -41,7 +43,8 @@ def compiler_params(backend: str, num_grid_dims: int, num_warps: int = 4):
     if backend == "tpu":
         from jax.experimental.pallas import tpu as pltpu
 
-        return pltpu.CompilerParams(dimension_semantics=("parallel",) * num_grid_dims)
+        semantics: list[Literal["parallel"]] = ["parallel"] * num_grid_dims
+        return pltpu.CompilerParams(dimension_semantics=tuple(semantics))
     return None
 
 

@@ -27,6 +27,7 @@ def load_plugins(paths) -> list:
             )
         name = f"rewardsql_plugin_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None  # a .py file always gets a source loader
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:

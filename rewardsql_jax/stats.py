@@ -97,8 +97,8 @@ def auc_interval(scores, labels, *, seed: int = 0, resamples: int = 1000, level:
     if y.sum() < 2 or (~y).sum() < 2:
         return {"auc": point, "ci95": [float("nan"), float("nan")]}
     rng = np.random.default_rng(seed)
-    draws = [auc(s[i], y[i]) for i in rng.integers(0, len(s), size=(resamples, len(s)))]
-    draws = np.asarray([d for d in draws if not np.isnan(d)])
+    every = [auc(s[i], y[i]) for i in rng.integers(0, len(s), size=(resamples, len(s)))]
+    draws = np.asarray([d for d in every if not np.isnan(d)])
     q = (1 - level) / 2
     lo, hi = np.quantile(draws, [q, 1 - q])
     return {"auc": point, "ci95": [float(lo), float(hi)]}

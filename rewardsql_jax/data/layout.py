@@ -76,7 +76,8 @@ def assemble(
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, got {limit}")
     wanted = None if db_ids is None else set([db_ids] if isinstance(db_ids, str) else db_ids)
-    examples, missing, n_skipped, paths = [], {}, 0, {}
+    examples: list = []
+    missing, n_skipped, paths = {}, 0, {}
     for index, row in enumerate(rows):
         db_id = row.get("db_id")
         if not db_id:

@@ -107,7 +107,7 @@ def _own_nodes(node: exp.Expression | None, kind):
     return found
 
 
-def _conditions(node: exp.Expression | None) -> list[exp.Expression]:
+def _conditions(node: exp.Expr | None) -> list[exp.Expr]:
     """Flatten AND/OR into the list of atomic conditions, as Spider's parser does."""
     if node is None:
         return []
@@ -118,7 +118,7 @@ def _conditions(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
-def _is_agg(node: exp.Expression) -> bool:
+def _is_agg(node: exp.Expr) -> bool:
     node = node.unalias() if isinstance(node, exp.Alias) else node
     if isinstance(node, exp.Ordered):
         node = node.this

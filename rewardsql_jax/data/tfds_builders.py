@@ -99,7 +99,7 @@ def _records(benchmark: Benchmark, config: SchemaConfig):
         )
 
 
-class _TextToSqlBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+class _TextToSqlBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):  # type: ignore[call-arg]  # tfds is untyped (an Any base)
     """Shared `_info` / `_generate_examples`; subclasses only choose splits and loaders."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -172,7 +172,7 @@ def _dir(path: str | Path | None) -> str | None:
 
 
 def _prepare_kwargs(manual_dir: str | Path) -> dict:
-    manual_dir = _dir(manual_dir)
+    manual_dir = str(Path(manual_dir).expanduser())  # as _dir: TFDS would write into a folder named "~"
     if not Path(manual_dir).is_dir():
         raise FileNotFoundError(f"manual_dir {manual_dir} is not a folder (unpacked Spider or BIRD files go there)")
     return {"download_config": tfds.download.DownloadConfig(manual_dir=manual_dir, try_download_gcs=False)}

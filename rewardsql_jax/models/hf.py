@@ -49,11 +49,11 @@ def _weight_map(path: Path) -> dict[str, Path]:
         wm = json.loads(index.read_text()).get("weight_map")
         if not isinstance(wm, dict):
             raise ValueError(f"{index} has no 'weight_map'; it is not a valid safetensors index")
-        files = {name: path / name for name in set(wm.values())}
-        for f in files.values():
+        by_name = {name: path / name for name in set(wm.values())}
+        for f in by_name.values():
             if not f.exists():
                 raise FileNotFoundError(f"{index} lists {f.name}, which is missing from {path}")
-        return {key: files[name] for key, name in wm.items()}
+        return {key: by_name[name] for key, name in wm.items()}
     files = sorted(path.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(
@@ -192,7 +192,9 @@ def save_pretrained(model: CausalLM, path, *, dtype=None, max_shard_size="5GB") 
     flat = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
     table = hf_key_table(cfg)
     # plan shards by byte size before reading any tensor
-    groups, current, current_bytes = [], [], 0
+    groups: list[list] = []
+    current: list = []
+    current_bytes = 0
     for row in table:
         nbytes = flat[row.path].get_value().size * jnp.dtype(out_dtype).itemsize
         if current and current_bytes + nbytes > limit:

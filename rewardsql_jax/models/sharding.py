@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+if TYPE_CHECKING:
+    from jax.sharding import AbstractMesh
 
 MESH_AXES = ("data", "fsdp", "tensor")
 
@@ -146,7 +150,7 @@ def shard_model(model: nnx.Module, mesh: Mesh, rules: AxisRules = DEFAULT_RULES)
     return model
 
 
-def model_mesh(model_or_state) -> Mesh | None:
+def model_mesh(model_or_state) -> Mesh | AbstractMesh | None:
     """The mesh a model's (or state's) parameters are sharded over, or None (an unsharded / single-device model)."""
     state = model_or_state if isinstance(model_or_state, nnx.State) else nnx.state(model_or_state)
     sharding = getattr(jax.tree.leaves(state)[0], "sharding", None)

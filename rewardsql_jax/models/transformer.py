@@ -373,7 +373,7 @@ class CausalLM(nnx.Module):
         self.layers = nnx.List([DecoderLayer(cfg, rngs) for _ in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
         if not cfg.tie_word_embeddings:
-            self.lm_head = Linear(
+            self.lm_head: Linear | None = Linear(
                 cfg.hidden_size, cfg.vocab_size, bias=False, axes=("embed", "vocab"), cfg=cfg, rngs=rngs
             )
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,7 +51,7 @@ def abstract_like(tree, shardings):
     return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
 
 
-def compiled_stats(name: str, lowered) -> CompiledStats:
+def compiled_stats(name: str, lowered) -> tuple[CompiledStats, Any]:
     """Compile ``lowered``: (its memory / FLOP numbers as ``CompiledStats`` named ``name``, the compiled object)."""
     t0 = time.perf_counter()
     compiled = lowered.compile()
@@ -341,7 +342,7 @@ def plan_memory(
     cfg = model_config.replace(dtype=resolve_dtype(compute_dtype).name)
     rows, sample_rows = prompts * samples, (sample_prompts or prompts) * samples
     seq = train_seq_len(prompt_len, response_len)
-    kw = dict(
+    kw: dict[str, Any] = dict(
         rows=rows,
         seq=seq,
         loss=loss,

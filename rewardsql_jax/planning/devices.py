@@ -30,7 +30,7 @@ def planning_devices(n: int, devices=None) -> list:
         return devices[:n]
     if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         try:  # only succeeds before the first JAX operation of the process
-            jax.config.update("jax_num_cpu_devices", max(n, jax.config.jax_num_cpu_devices))
+            jax.config.update("jax_num_cpu_devices", max(n, jax.config.values["jax_num_cpu_devices"]))
         except RuntimeError:
             pass
     default = jax.devices()

@@ -3,6 +3,8 @@ without a checkpoint on disk (``python -m rewardsql_jax.planning --model qwen2.5
 
 from __future__ import annotations
 
+from typing import Any
+
 from rewardsql_jax.models.config import ModelConfig
 
 # Qwen/Qwen2.5-Coder-{7B,32B}-Instruct config.json (untied embeddings, q/k/v bias, rope_theta 1e6).
@@ -24,7 +26,7 @@ def preset_config(name: str, **overrides) -> ModelConfig:
     if key not in _QWEN25_CODER:
         raise ValueError(f"unknown model preset {name!r}; choose one of {list(PRESETS)} or pass a config.json")
     d = _QWEN25_CODER[key]
-    fields = dict(
+    fields: dict[str, Any] = dict(
         model_type="qwen2",
         vocab_size=152064,
         head_dim=d["hidden_size"] // d["num_attention_heads"],

@@ -106,7 +106,7 @@ def check_fits(plan: Plan, hbm_gb: float | None = None) -> FitCheck:
         "sampler prefill": plan.prefill.peak_bytes + plan.resident_while_sampling,
         "sampler decode": plan.decode.peak_bytes + plan.resident_while_sampling,
     }
-    worst = max(phases, key=phases.get)
+    worst = max(phases, key=phases.__getitem__)
     peak = phases[worst]
     if peak <= hbm:
         return FitCheck(True, f"fits: peak {peak / GB:.2f} GB per device ({worst}) <= {hbm / GB:.2f} GB", peak, hbm)

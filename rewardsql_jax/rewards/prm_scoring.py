@@ -6,6 +6,9 @@ and the response; step score = P(" +") against " -" at each step tag.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import numpy as np
 from flax import nnx
@@ -25,7 +28,8 @@ def aggregate_steps(scores, how: str = "min") -> float:
     s = np.asarray(scores, np.float64)
     if s.size == 0:
         return 0.0
-    return float({"min": s.min, "product": s.prod, "last": lambda: s[-1], "average": s.mean}[how]())
+    pick: dict[str, Callable[[], Any]] = {"min": s.min, "product": s.prod, "last": lambda: s[-1], "average": s.mean}
+    return float(pick[how]())
 
 
 @nnx.jit

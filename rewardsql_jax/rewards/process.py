@@ -143,7 +143,7 @@ def _deepseekmath(steps, g, eps, ddof):
 
 
 def process_advantages(
-    step_scores: Sequence[Sequence[float]],
+    step_scores: Sequence[Sequence[float] | np.ndarray],
     outcomes,
     group_size: int,
     *,
@@ -179,7 +179,9 @@ def process_advantages(
     return [np.asarray(a, np.float32) for a in adv]
 
 
-def steps_to_tokens(step_values: Sequence[Sequence[float]], token_step_ids, *, fill: float = 0.0) -> np.ndarray:
+def steps_to_tokens(
+    step_values: Sequence[Sequence[float] | np.ndarray], token_step_ids, *, fill: float = 0.0
+) -> np.ndarray:
     """Broadcast per-step values to tokens: out[i, t] = step_values[i][token_step_ids[i, t]] (Reward-SQL Sec. 5.3:
     every token of step j carries A_ij). Ids < 0 (prompt, padding, tokens outside any step) get `fill`.
 
@@ -192,8 +194,8 @@ def steps_to_tokens(step_values: Sequence[Sequence[float]], token_step_ids, *, f
     if ids.ndim != 2 or ids.shape[0] != len(step_values):
         raise ValueError(f"token_step_ids must be [N, T] with N={len(step_values)} rows, got shape {ids.shape}.")
     out = np.full(ids.shape, fill, np.float32)
-    for i, vals in enumerate(step_values):
-        vals = np.asarray(vals, np.float32).reshape(-1)
+    for i, given in enumerate(step_values):
+        vals = np.asarray(given, np.float32).reshape(-1)
         row = ids[i]
         if row.size and row.max() >= vals.size:
             raise ValueError(

@@ -165,7 +165,7 @@ def batch_clause_rewards(
     known = {(str(d), p): r[0] for d, p, r in zip(dbs, preds, outcomes.results)}
     known.update({(str(d), g): r[1] for d, g, r in zip(dbs, golds, outcomes.results)})
     run = pool_execute_fn(pool, known)
-    out = []
+    out: list[ClauseRewards | None] = []
     for d, p, g, (_, gold), ok in zip(dbs, preds, golds, outcomes.results, outcomes.gold_ok):
         if not ok:
             out.append(None)
@@ -207,7 +207,7 @@ def align_step_scores(completion: DecodedCompletion, scores: Sequence[float]) ->
     return np.asarray(s + [s[-1] if s else 0.0] * (k - len(s)), np.float32)
 
 
-def step_token_values(completion: DecodedCompletion, step_values: Sequence[float]) -> np.ndarray:
+def step_token_values(completion: DecodedCompletion, step_values: Sequence[float] | np.ndarray) -> np.ndarray:
     """[T]: every token of step j carries ``step_values[j]`` (Reward-SQL Sec. 5.3, A_i^j on step j's tokens)."""
     spans = blank_line_spans(completion.text)
     if len(step_values) != len(spans):

@@ -57,7 +57,9 @@ def token_span_ids(offsets, spans: Sequence[tuple[int, int]]) -> np.ndarray:
     return np.where(empty, point, ids).astype(np.int32)
 
 
-def spans_to_token_values(offsets, spans: Sequence[tuple[int, int, float]], *, fill: float = 0.0) -> np.ndarray:
+def spans_to_token_values(
+    offsets, spans: Sequence[tuple[int, int, float | np.floating]], *, fill: float = 0.0
+) -> np.ndarray:
     """Per-token float32 [T] array: each token gets the value of the (char_start, char_end, value) span it
     overlaps most, ``fill`` outside all spans (EXPO-SQL clause rewards, Reward-SQL step scores)."""
     ids = token_span_ids(offsets, [(s, e) for s, e, _ in spans])

@@ -14,6 +14,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 import numpy as np
 
@@ -126,7 +127,8 @@ def _concat(parts: Sequence[HostScores]) -> HostScores:
         gold_ok=np.concatenate([x.gold_ok for x in o]),
         results=tuple(r for x in o for r in x.results),
     )
-    clauses = None if parts[0].clauses is None else [c for p in parts for c in p.clauses]
+    # parts of one run: all with clause rewards or none
+    clauses = None if parts[0].clauses is None else [c for p in parts for c in cast(list, p.clauses)]
     return HostScores([c for p in parts for c in p.completions], outcomes, clauses)
 
 
@@ -154,7 +156,8 @@ class RolloutSampler:
         self.rows_scored = 0  # rows whose host work this process computed
 
     def generate(self, model, records, prompt_ids, *, seed: int) -> PendingRollouts:
-        rows_p, rows_t, rows_l, rows_r, futures = [], [], [], [], []
+        rows_p, rows_l, rows_r, futures = [], [], [], []
+        rows_t: list = []
         t_sample, n = 0.0, self.samples
         for c, start in enumerate(range(0, len(prompt_ids), self.prompts_per_call)):
             chunk = prompt_ids[start : start + self.prompts_per_call]
@@ -243,7 +246,7 @@ def _gather_host_scores(n_rows: int, parts: Sequence[HostScores]) -> HostScores:
 def _rows(part: HostScores) -> list[tuple]:
     """(completion, reward, executable, gold_ok, clause rewards, with clause rewards) per row of ``part``."""
     o, has = part.outcomes, part.clauses is not None
-    clauses = part.clauses if has else [None] * len(part.completions)
+    clauses = part.clauses if part.clauses is not None else [None] * len(part.completions)
     return [
         (c, float(r), bool(e), bool(g), cl, has)
         for c, r, e, g, cl in zip(part.completions, o.rewards, o.executable, o.gold_ok, clauses)

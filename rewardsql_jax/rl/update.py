@@ -24,10 +24,18 @@ class Update:
 def train_batch(rollouts, update: Update, *, group_size: int, length: int, pad_id: int, completion_length: int | None):
     """``GroupedRLBatch`` (each prompt once, left-padded to ``length - completion_length``) when
     ``completion_length`` is given, else ``RLBatch`` rows of ``length``; old log-probs are the sampler's."""
-    values = dict(advantages=update.advantages, token_values=update.token_values, field=update.field)
     ro = rollouts
     if completion_length is None:
-        return rl_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, length=length, pad_id=pad_id, **values)
+        return rl_batch(
+            ro.prompt_ids,
+            ro.token_ids,
+            ro.logprobs,
+            length=length,
+            pad_id=pad_id,
+            advantages=update.advantages,
+            token_values=update.token_values,
+            field=update.field,
+        )
     return grouped_rl_batch(
         ro.prompt_ids[::group_size],
         ro.token_ids,
@@ -36,7 +44,9 @@ def train_batch(rollouts, update: Update, *, group_size: int, length: int, pad_i
         prompt_length=length - completion_length,
         completion_length=completion_length,
         pad_id=pad_id,
-        **values,
+        advantages=update.advantages,
+        token_values=update.token_values,
+        field=update.field,
     )
 
 

@@ -170,6 +170,7 @@ def select_child(node: Node, config: MCTSConfig, rng: np.random.Generator) -> No
 
 
 def _materialise(node: Node, problem: SearchProblem) -> None:
+    assert node.parent is not None  # only expanded children are materialised; the root has its state
     node.state = problem.transition(node.parent.state, node.action)
     node.materialised = True
 
@@ -251,7 +252,7 @@ def mcts_search(
         if root.terminal:
             break
     visits = {a: k.visits for a, k in root.children.items()}
-    best = max(visits, key=visits.get) if visits and max(visits.values()) > 0 else None
+    best = max(visits, key=visits.__getitem__) if visits and max(visits.values()) > 0 else None
     return MCTSResult(
         root=root,
         best_action=best,

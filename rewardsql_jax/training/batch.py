@@ -7,7 +7,7 @@ Position 0 never carries a loss (nothing predicts the first token).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from flax import struct
@@ -19,6 +19,10 @@ def _shape(x):
 
 class _Checks:
     """Field checks shared by the batch classes (``validate`` raises ValueError naming the field)."""
+
+    if TYPE_CHECKING:  # what the batch dataclasses using these checks have
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+        input_ids: Any
 
     def _need(self, name: str, rank: int, what: str):
         x = getattr(self, name)

@@ -30,7 +30,7 @@ def encode_pair(tokenizer, prompt: str, target: str, *, add_eos: bool = True) ->
     return p + t, [0] * len(p) + [1] * len(t)
 
 
-def pad_rows(rows, length: int, pad_id: int, dtype=np.int32) -> np.ndarray:
+def pad_rows(rows, length: int, pad_id: float, dtype=np.int32) -> np.ndarray:
     """Right-pad lists to ``[len(rows), length]``."""
     out = np.full((len(rows), length), pad_id, dtype=dtype)
     for i, r in enumerate(rows):

@@ -71,7 +71,7 @@ def fit(
     if log_every < 1:
         raise ValueError(f"log_every must be >= 1, got {log_every}")
     label = name or desc
-    start, history = 0, []
+    start, history = 0, list[dict]()
     if checkpoints is not None:
         restored = checkpoints.restore(state)
         if restored is not None:

@@ -66,6 +66,7 @@ def make_schedule(cfg: OptimizerConfig) -> optax.Schedule:
     if cfg.schedule == "cosine":
         return optax.warmup_cosine_decay_schedule(0.0, peak, cfg.warmup_steps, cfg.total_steps, end)
     if cfg.schedule == "linear":
+        assert cfg.total_steps is not None  # OptimizerConfig.__post_init__ requires it for a decaying schedule
         decay = optax.linear_schedule(peak, end, cfg.total_steps - cfg.warmup_steps)
     else:
         decay = optax.constant_schedule(peak)

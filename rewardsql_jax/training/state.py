@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx, struct
+
+if TYPE_CHECKING:
+    from rewardsql_jax.models.transformer import CausalLM
 
 
 @struct.dataclass
@@ -20,6 +23,10 @@ class TrainState:
     through ``jax.lax.stop_gradient`` and never updates them.
     """
 
+    if TYPE_CHECKING:  # added by flax.struct.dataclass
+
+        def replace(self, **updates: Any) -> TrainState: ...
+
     graphdef: Any = struct.field(pytree_node=False)
     tx: optax.GradientTransformation = struct.field(pytree_node=False)
     params: nnx.State
@@ -28,7 +35,7 @@ class TrainState:
     rng: jax.Array
     ref_params: nnx.State | None = None
 
-    def model(self) -> nnx.Module:
+    def model(self) -> CausalLM:
         """The policy as a live NNX module (a fresh copy; editing it does not change the state)."""
         return nnx.merge(self.graphdef, self.params)
 
@@ -52,13 +59,13 @@ def create_train_state(
     ``with_reference=True`` keeps a copy of the initial weights as the frozen reference (the usual GRPO / DPO
     reference); ``ref_model`` supplies a different one (same architecture).
     """
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    graphdef, params, *rest = nnx.split(model, nnx.Param, ...)
     if jax.tree.leaves(rest):
         raise ValueError("the model holds non-Param state (e.g. batch stats); TrainState supports only nnx.Param.")
     ref_params = None
     if ref_model is not None:
         ref_graphdef, ref_params = nnx.split(ref_model, nnx.Param)
-        if jax.tree.structure(ref_params) != jax.tree.structure(params):
+        if jax.tree.structure(ref_params) != jax.tree.structure(params):  # type: ignore[operator]  # jaxlib: PyTreeDef has no stub
             raise ValueError("ref_model must have the same architecture (parameter tree) as model.")
     elif with_reference:
         ref_params = jax.tree.map(jnp.copy, params)

@@ -11,6 +11,7 @@ leaves params, optimizer state and step unchanged and reports ``loss_is_finite =
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -152,11 +153,12 @@ class TrainStep:
     ):
         self.graphdef, self.loss_name, self.options = graphdef, loss_name, options
         self.adapter, self.mesh, self.micro_batches, self.compute_dtype = adapter, mesh, micro_batches, compute_dtype
-        self._jitted, self._treedef = None, None
+        self._jitted: Callable | None = None
+        self._treedef: tuple | None = None
 
     def validate(self, batch) -> None:
         """Raise ValueError if ``batch`` has the wrong type or shapes for this loss / micro-batching."""
-        want = self.adapter.batch_type
+        want: Any = self.adapter.batch_type  # a batch class or a tuple of them
         if not isinstance(batch, want):
             names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
             raise ValueError(

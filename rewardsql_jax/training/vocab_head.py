@@ -35,7 +35,9 @@ def head_logprobs(model: CausalLM, hidden, targets, *, temperature: float = 1.0,
     """
     cdt = model.config.compute_dtype
     tied = model.lm_head is None
-    w = (model.embed_tokens[...] if tied else model.lm_head.kernel[...]).astype(cdt)  # [V, D] tied, else [D, V]
+    w = (model.embed_tokens[...] if model.lm_head is None else model.lm_head.kernel[...]).astype(
+        cdt
+    )  # [V, D] tied, else [D, V]
     lead = hidden.shape[:-1]
     h = hidden.astype(cdt).reshape(-1, hidden.shape[-1])
     y = jnp.asarray(targets).astype(jnp.int32).reshape(-1)

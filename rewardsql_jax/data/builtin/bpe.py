@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerBase
 
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
@@ -27,7 +27,7 @@ def _single_token(tok, text: str) -> bool:
 
 def train_bpe_tokenizer(
     texts: Iterable[str], vocab_size: int, save_dir: str | Path, *, min_frequency: int = 2
-) -> PreTrainedTokenizerFast:
+) -> PreTrainedTokenizerBase:
     """Train a byte-level BPE on `texts`, save it with save_pretrained to `save_dir`, and return it.
 
     `vocab_size` counts the 256 byte symbols and the special/added tokens, so it must be larger

@@ -58,7 +58,7 @@ def _questions(
     """Up to `n` distinct verified questions, cycling through the templates in shuffled rounds (a bounded
     number of them, `round_factor` times the default: a template space with fewer distinct questions gives
     fewer). `seen` (updated in place) holds the gold SQL already drawn, which no new question repeats."""
-    out = []
+    out: list = []
     seen = set() if seen is None else seen
     conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)
     try:

@@ -67,7 +67,7 @@ def generate_instance(db_id: str, domain: Domain, naming: int, rng: random.Rando
         n = rng.randint(*table.rows)
         seen, out = set(), []
         for i in range(n):
-            row = {"id": i + 1}
+            row: dict[str, object] = {"id": i + 1}
             for c in table.cols:
                 value = make_value(c.gen, rng)
                 if c.role == "name":
