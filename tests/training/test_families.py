@@ -1,4 +1,4 @@
-"""A loss registered with only its family trains through the family's adapter, exactly like a built-in."""
+"""A loss registered with only its family trains through its family (training/families.py), exactly like a built-in."""
 
 from __future__ import annotations
 
