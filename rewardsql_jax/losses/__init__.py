@@ -34,8 +34,8 @@ from rewardsql_jax.rewards.kl import KL_ESTIMATORS, kl_estimate
 from .aggregation import AGG_MODES, agg_normalisation, aggregate, masked_mean
 from .dpo import dpo
 from .grpo import clipped_surrogate, grpo, per_token_advantages
-from .prm import prm, step_scores
 from .normalisation import DENOMINATORS, Normalisation, WeightedLoss, weighted_loss
+from .prm import prm, step_scores
 from .registry import FAMILIES, REDUCTIONS, LossSpec, Prepared, family, get, names, register, spec
 from .reinforce_pp import reinforce_pp
 from .rs import rs

@@ -48,7 +48,9 @@ DENOMINATORS = {
     "sequence_mean": _Rule(True, _rows_with_tokens, True),
     "row_mean": _Rule(True, lambda mask, length: jnp.asarray(mask.shape[0], mask.dtype), True),
     "fixed_length": _Rule(
-        False, lambda mask, length: jnp.asarray(mask.shape[0] * (mask.shape[-1] if length is None else length), mask.dtype), False
+        False,
+        lambda mask, length: jnp.asarray(mask.shape[0] * (mask.shape[-1] if length is None else length), mask.dtype),
+        False,
     ),
 }
 REDUCTIONS = (*DENOMINATORS, CUSTOM)

@@ -149,9 +149,7 @@ class TrainStep:
     check a batch without running it.
     """
 
-    def __init__(
-        self, graphdef, loss_name: str, options: dict, family: Family, *, mesh, micro_batches, compute_dtype
-    ):
+    def __init__(self, graphdef, loss_name: str, options: dict, family: Family, *, mesh, micro_batches, compute_dtype):
         self.graphdef, self.loss_name, self.options = graphdef, loss_name, options
         self.family, self.mesh, self.micro_batches, self.compute_dtype = family, mesh, micro_batches, compute_dtype
         self._jitted, self._treedef = None, None
