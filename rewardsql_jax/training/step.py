@@ -6,8 +6,9 @@ and feeds it through its family (``families.py``: the model's log-probs / logits
 loss's declared normalisation (``losses/normalisation.py``) turns its output on micro-batch m into
 (numerator_m, denominator_m), and the step divides the summed numerators and gradients by the summed
 denominators, so accumulating over M micro-batches gives the full-batch gradient (up to fp32 summation
-order). A loss's ``prepare`` hook (batch-global statistics) runs once on the whole batch before the split. A non-finite loss or gradient
-leaves params, optimizer state and step unchanged and reports ``loss_is_finite = False``.
+order). A loss's ``prepare`` hook (batch-global statistics) runs once on the whole batch before the split.
+A non-finite loss or gradient leaves params, optimizer state and step unchanged and reports
+``loss_is_finite = False``.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ class TrainStep:
         """Raise ValueError if ``batch`` has the wrong type or shapes for this loss / micro-batching."""
         want = self.family.batch_type(losses.spec(self.loss_name))
         if not isinstance(batch, want):
-            names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
+            names = " or ".join(t.__name__ for t in want)
             raise ValueError(
                 f"loss {self.loss_name!r} trains on {names}, got {type(batch).__name__}; "
                 f"build a {names} (rewardsql_jax.training.batch)."
