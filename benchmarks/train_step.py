@@ -6,7 +6,7 @@ same architecture as ``transformers.Qwen2ForCausalLM`` (fp32, eager attention), 
 (clipped ratio, k3 KL to precomputed reference log-probs, per-sequence token mean). Compile time (ours) and
 the first torch step are excluded and reported apart. Ours passes ``target_tokens`` (the batch's most loss /
 completion tokens in a row) so the vocabulary projection runs at those positions only, as the SFT stage does;
-the loss and gradients are those of the full projection (``tests/training/test_family_adapters.py``);
+the loss and gradients are those of the full projection (``tests/training/test_families.py``);
 ``--full-projection`` projects every position, as torch does. Tokens/s counts every position of the [B, T] batch.
 On a GPU, model FLOPs utilisation uses 6 * params * tokens + attention (12 * L * T * d per token), against
 ``--peak-tflops`` (default: H100/H200 dense bf16, 989).

@@ -18,9 +18,9 @@ from rewardsql_jax.plugins import load_plugins, plugin_overrides
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def readme_plugin() -> str:
+def readme_plugin(marker: str = "plugin-example") -> str:
     text = (ROOT / "README.md").read_text()
-    return re.search(r"<!-- plugin-example -->\n```python\n(.*?)```", text, re.S).group(1)
+    return re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", text, re.S).group(1)
 
 
 def _launch(cwd: Path, *overrides):
@@ -70,6 +70,71 @@ def test_readme_plugin_trains_its_algorithm_and_its_loss(tmp_path):
     metrics = json.loads((run / "rl" / "metrics.json").read_text())
     assert metrics["algorithm"] == "grpo" and metrics["loss_name"] == "my_pg"
     assert all("my_pg/adv_abs_mean" in r["loss_metrics"] for r in _rl_records(run))
+
+
+def test_readme_plugin_with_its_own_normalisation_has_the_sequence_mean_gradient(tmp_path, monkeypatch):
+    """The README's ``my_seq_pg`` plugin file, loaded as ``plugins=`` loads it: its loss through the train step (2 micro-batches, rows of unequal length and one empty row) has the
+    gradient of its docstring's formula, (1/B) sum_b sum_t -A_b log pi_bt m_bt / max(sum_t m_bt, 1), by jax.grad."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+
+    from rewardsql_jax.losses import registry
+    from rewardsql_jax.models import ModelConfig, build_model
+    from rewardsql_jax.training import (
+        OptimizerConfig,
+        RLBatch,
+        create_train_state,
+        loss_and_grads,
+        make_optimizer,
+        sequence_logprobs,
+    )
+
+    monkeypatch.setattr(registry, "_LOSSES", dict(registry._LOSSES))
+    plugin = tmp_path / "my_seq_pg.py"
+    plugin.write_text(readme_plugin("plugin-example-normalisation"))
+    load_plugins([plugin])
+    cfg = ModelConfig(
+        model_type="qwen2", vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=8, attention_bias=True,
+    )  # fmt: skip
+    state = create_train_state(build_model(cfg, seed=0), make_optimizer(OptimizerConfig()), seed=0)
+    rng = np.random.default_rng(0)
+    b, t = 4, 10
+    ids = rng.integers(0, 64, (b, t)).astype(np.int32)
+    mask = np.zeros((b, t), np.float32)
+    for row, n in enumerate((6, 2, 0, 4)):  # completion lengths: the sequence mean differs from the token mean
+        mask[row, t - n :] = 1.0
+    adv = rng.normal(size=b).astype(np.float32)
+    batch = RLBatch(ids, np.ones((b, t), np.int32), mask, old_logprobs=None, advantages=adv)
+
+    def formula(params):
+        lp = sequence_logprobs(nnx.merge(state.graphdef, params), ids, batch.attention_mask)
+        rows = jnp.sum(-adv[:, None] * lp * mask, axis=-1) / jnp.maximum(mask.sum(-1), 1.0)
+        return jnp.mean(rows)
+
+    want_loss, want = jax.value_and_grad(formula)(state.params)
+    loss, grads, metrics = loss_and_grads(
+        state.params, None, state.graphdef, batch, loss_name="my_seq_pg", micro_batches=2
+    )
+    assert float(metrics["loss_denominator"]) == b
+    np.testing.assert_allclose(float(loss), float(want_loss), rtol=1e-5)
+    for got, ref in zip(jax.tree.leaves(grads), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=2e-5, atol=2e-7)
+
+
+@pytest.mark.slow
+def test_readme_plugin_with_its_own_normalisation_trains_through_launch(tmp_path):
+    plugin = tmp_path / "my_seq_pg.py"
+    plugin.write_text(readme_plugin("plugin-example-normalisation"))
+    done = _launch(tmp_path, f"plugins={plugin}", "rl.loss=my_seq_pg")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "runs" / "smoke"
+    metrics = json.loads((run / "rl" / "metrics.json").read_text())
+    assert metrics["loss_name"] == "my_seq_pg"
+    records = _rl_records(run)
+    assert len(records) == 2 and all("my_seq_pg/tokens_per_row" in r["loss_metrics"] for r in records)
 
 
 def test_bad_plugin_and_unknown_names_are_one_line_errors(tmp_path):

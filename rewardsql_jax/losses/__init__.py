@@ -21,27 +21,37 @@ receives), load the file with ``plugins=path/to/my_pg.py`` and select it with ``
 
     losses.get("my_pg") is my_pg   # True; losses.names("policy_gradient") now lists it
 
+A loss's ``reduction`` (default token_mean) is what its mean divides by, so the train step accumulates
+micro-batches exactly (``normalisation.py``: one table of denominators; ``reduction="custom"`` for a loss that
+returns its own (numerator, denominator, metrics)).
+
 Reusable pieces: ``losses.aggregate`` (the grpo/bnpo/dr_grpo/dapo/token_mean reductions), ``losses.kl_estimate``
 and ``losses.clipped_surrogate``.
 """
 
 from rewardsql_jax.rewards.kl import KL_ESTIMATORS, kl_estimate
 
-from .aggregation import AGG_MODES, aggregate, masked_mean
+from .aggregation import AGG_MODES, agg_normalisation, aggregate, masked_mean
 from .dpo import dpo
 from .grpo import clipped_surrogate, grpo, per_token_advantages
+from .normalisation import DENOMINATORS, Normalisation, WeightedLoss, weighted_loss
 from .prm import prm, step_scores
-from .registry import FAMILIES, REDUCTIONS, LossSpec, family, get, names, register, spec
+from .registry import FAMILIES, REDUCTIONS, LossSpec, Prepared, family, get, names, register, spec
 from .reinforce_pp import reinforce_pp
 from .rs import rs
 from .sft import sft, token_nll
 
 __all__ = [
     "AGG_MODES",
+    "DENOMINATORS",
     "FAMILIES",
     "KL_ESTIMATORS",
     "REDUCTIONS",
     "LossSpec",
+    "Normalisation",
+    "Prepared",
+    "WeightedLoss",
+    "agg_normalisation",
     "aggregate",
     "clipped_surrogate",
     "dpo",
@@ -60,4 +70,5 @@ __all__ = [
     "spec",
     "step_scores",
     "token_nll",
+    "weighted_loss",
 ]

@@ -1,10 +1,32 @@
-"""Reduction of a masked per-token loss to a scalar (TRL GRPOTrainer `loss_type`, verl `loss_agg_mode`)."""
+"""Reduction of a masked per-token loss to a scalar (TRL GRPOTrainer `loss_type`, verl `loss_agg_mode`).
+
+Each mode is a normalisation of ``normalisation.py`` (its one table of denominators), so the train step
+accumulates a loss reduced by ``agg`` exactly: ``agg_normalisation`` is what grpo and reinforce_pp register with.
+"""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .normalisation import Normalisation, reduce
+from .shapes import check_choice
+
+# TRL loss_type / verl loss_agg_mode -> normalisation (normalisation.DENOMINATORS)
+AGG_NORMALISATION = {
+    "grpo": "row_mean",
+    "bnpo": "token_mean",
+    "dr_grpo": "fixed_length",
+    "dapo": "token_mean",
+    "token_mean": "token_mean",
+}
 AGG_MODES = ("grpo", "bnpo", "dr_grpo", "dapo", "token_mean")
+
+
+def agg_normalisation(options: dict, *, default: str) -> Normalisation:
+    """The normalisation of a loss reduced by ``aggregate(..., options["agg"], max_len=options["max_len"])``."""
+    agg = options.get("agg", default)
+    check_choice("agg", agg, AGG_MODES)
+    return Normalisation(AGG_NORMALISATION[agg], length=options.get("max_len"))
 
 
 def aggregate(per_token, mask, mode: str = "grpo", *, max_len: int | None = None, num_items_in_batch=None):
@@ -21,20 +43,10 @@ def aggregate(per_token, mask, mode: str = "grpo", *, max_len: int | None = None
                                                                    batch across processes. Pass that count when this
                                                                    call sees only a micro-batch; default: sum m here)
     """
-    mask = mask.astype(per_token.dtype)
-    total = jnp.sum(per_token * mask)
-    if mode == "grpo":
-        per_seq = jnp.sum(per_token * mask, axis=-1) / jnp.maximum(jnp.sum(mask, axis=-1), 1.0)
-        return jnp.mean(per_seq)
-    if mode in ("bnpo", "token_mean"):
-        return total / jnp.maximum(jnp.sum(mask), 1.0)
-    if mode == "dr_grpo":
-        length = per_token.shape[-1] if max_len is None else max_len
-        return total / (per_token.shape[0] * length)
-    if mode == "dapo":
-        denom = jnp.sum(mask) if num_items_in_batch is None else num_items_in_batch
-        return total / jnp.maximum(denom, 1.0)
-    raise ValueError(f"agg={mode!r} is not an aggregation mode; choose one of {list(AGG_MODES)}.")
+    if mode not in AGG_MODES:
+        raise ValueError(f"agg={mode!r} is not an aggregation mode; choose one of {list(AGG_MODES)}.")
+    count = num_items_in_batch if mode == "dapo" else None
+    return reduce(per_token, mask, Normalisation(AGG_NORMALISATION[mode], length=max_len), count=count)
 
 
 def masked_mean(x, mask):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
 from rewardsql_jax.rewards.kl import KL_ESTIMATORS, kl_estimate
 
-from .aggregation import AGG_MODES, aggregate, masked_mean
+from .aggregation import AGG_MODES, agg_normalisation, aggregate, masked_mean
 from .registry import register
 from .shapes import check_choice, check_rank, check_same_shape
 
@@ -58,7 +60,19 @@ def clip_metrics(ratio, advantages, mask, clip_eps_low: float, clip_eps_high: fl
     }
 
 
-@register("grpo", family="policy_gradient")
+def grpo_needs(options: dict) -> list[str]:
+    """The optional inputs grpo uses with ``options``: reference log-probs for the KL term (beta != 0) and the
+    policy's entropies for the bonus (entropy_coef != 0)."""
+    wanted = {"ref_logprobs": options.get("beta", 0.0) != 0.0, "entropy": options.get("entropy_coef", 0.0) != 0.0}
+    return [name for name, on in wanted.items() if on]
+
+
+@register(
+    "grpo",
+    family="policy_gradient",
+    reduction=functools.partial(agg_normalisation, default="grpo"),
+    needs=grpo_needs,
+)
 def grpo(
     logprobs,
     old_logprobs,

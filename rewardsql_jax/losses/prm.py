@@ -15,7 +15,7 @@ def step_scores(tag_logits):
     return jax.nn.softmax(jnp.asarray(tag_logits, jnp.float32), axis=-1)[..., 0]
 
 
-@register("prm", family="prm")
+@register("prm", family="prm", reduction="token_mean")
 def prm(tag_logits, labels, mask, *, pos_weight: float = 1.0):
     """PRM loss: mean over masked steps of BCE(P(+), label), P(+) = softmax over the (" +", " -") logits.
 

@@ -2,18 +2,46 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
 from rewardsql_jax.rewards.returns import reinforce_pp_returns
 
-from .aggregation import AGG_MODES, aggregate, masked_mean
+from .aggregation import AGG_MODES, agg_normalisation, aggregate, masked_mean
 from .grpo import at_least_float32, clip_metrics, clipped_surrogate
-from .registry import register
+from .registry import Prepared, register
 from .shapes import check_choice, check_rank, check_same_shape
 
+# the options of the returns (the whole-batch part of REINFORCE++)
+RETURN_OPTIONS = ("kl_coef", "gamma", "kl", "whiten")
 
-@register("reinforce_pp", family="policy_gradient")
+
+def reinforce_pp_prepare(old_logprobs, ref_logprobs, token_rewards, mask, **options) -> Prepared:
+    """REINFORCE++'s returns and whitening over the whole batch, before it splits into micro-batches (verl whitens
+    over the whole rollout batch): A = masked_whiten(G), G_t = sum_{k>=t} gamma^(k-t) (r_k - kl_coef * KL_k).
+
+    Each micro-batch then runs ``reinforce_pp`` on these fixed advantages with gamma=0, no KL and no whitening,
+    which makes its A_t = r_t: the clipped loss of the docstring below on the whole batch's advantages.
+    """
+    returns = {k: options[k] for k in RETURN_OPTIONS if k in options}
+    rr = reinforce_pp_returns(token_rewards, mask, old_logprobs=old_logprobs, ref_logprobs=ref_logprobs, **returns)
+    metrics = {"returns/mean": masked_mean(rr.returns, mask), "rewards/mean": masked_mean(rr.rewards, mask)}
+    if ref_logprobs is not None:
+        metrics["kl"] = masked_mean(old_logprobs - ref_logprobs, mask)
+    rest = {k: v for k, v in options.items() if k not in RETURN_OPTIONS}
+    loss_options = {**rest, "gamma": 0.0, "kl_coef": 0.0, "whiten": False}
+    return Prepared(jax.lax.stop_gradient(rr.advantages), metrics, loss_options)
+
+
+@register(
+    "reinforce_pp",
+    family="policy_gradient",
+    reduction=functools.partial(agg_normalisation, default="token_mean"),
+    needs=lambda options: ["ref_logprobs"] if options.get("kl_coef", 0.0) != 0.0 else [],
+    prepare=reinforce_pp_prepare,
+)
 def reinforce_pp(
     logprobs,
     old_logprobs,

@@ -18,7 +18,12 @@ def token_nll(logits, targets):
     return -jnp.take_along_axis(logp, jnp.asarray(targets)[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
-@register("sft", family="supervised")
+def option_reduction(options: dict):
+    """The normalisation of a loss whose ``reduction`` option (token_mean | sequence_mean) names it."""
+    return options.get("reduction", "token_mean")
+
+
+@register("sft", family="supervised", reduction=option_reduction)
 def sft(logits, targets, mask, *, reduction: str = "token_mean", weights=None):
     """Masked cross-entropy: maximum likelihood of the target tokens (Reward-SQL Sec. 5.2 L_RS / cold start).
 

@@ -1,7 +1,6 @@
 """Training engine: TrainState pytree, AdamW + schedules, the jitted donated train step with exact gradient
 accumulation (losses looked up by name), log-probs, Orbax checkpoints and the one training loop (``fit``)."""
 
-from .adapters import LossAdapter, WeightedLoss, get_adapter, register_adapter
 from .batch import GroupedRLBatch, GroupedSFTBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
 from .checkpoint import Checkpointer, export_pretrained, restore_latest
 from .fit import FitResult, NonFiniteLossError, StoppedEarly, fit

@@ -4,7 +4,7 @@ A sharded jax.Array needs its row dimension to split evenly over the devices of 
 axes, so 2 RL prompts cannot run on 4 devices and 48 not on 64 as they are. ``pad_batch`` appends copies of
 the last row (finite activations, valid prompt layouts) with every loss mask zeroed, so that each micro-batch
 holds its real rows first and its padding last, and the padded batch splits evenly. The train step then keeps
-the padding out of the loss in two ways (``adapters``):
+the padding out of the loss in two ways (``families``):
 
 - every loss whose inputs are small per-row arrays (the policy-gradient family, DPO, the PRM loss) receives
   only the real rows (``RealRows.take``: the rows are replicated, then the padding is sliced off), so
@@ -67,7 +67,7 @@ def pad_batch(batch, micro_batches: int, shards: int):
 @dataclasses.dataclass(frozen=True)
 class RealRows:
     """A (micro-)batch whose first ``count`` rows are real and the rest ``pad_batch`` padding; ``sharding`` is the
-    mesh's replicated sharding (the step passes this to the loss adapters as the option ``real_rows``)."""
+    mesh's replicated sharding (the step passes this to the loss families as the option ``real_rows``)."""
 
     count: int
     sharding: Any

@@ -1,16 +1,18 @@
 """The jitted, donated train step: loss by name, exact gradient accumulation, clipping, AdamW, NaN guard.
 
 ``make_train_step(graphdef, "grpo", {"beta": 0.001}, mesh=mesh, micro_batches=4)`` returns
-``train_step(state, batch) -> (state, metrics)``. The step looks the loss up in ``losses`` and feeds it
-through its adapter (``adapters.py``): micro-batch m returns (numerator_m, denominator_m), the step
-divides the summed numerators and gradients by the summed denominators, so accumulating over M
-micro-batches gives the full-batch gradient (up to fp32 summation order). A non-finite loss or gradient
-leaves params, optimizer state and step unchanged and reports ``loss_is_finite = False``.
+``train_step(state, batch) -> (state, metrics)``. The step looks the loss up in ``losses`` (``losses.spec``)
+and feeds it through its family (``families.py``: the model's log-probs / logits for that family); the
+loss's declared normalisation (``losses/normalisation.py``) turns its output on micro-batch m into
+(numerator_m, denominator_m), and the step divides the summed numerators and gradients by the summed
+denominators, so accumulating over M micro-batches gives the full-batch gradient (up to fp32 summation
+order). A loss's ``prepare`` hook (batch-global statistics) runs once on the whole batch before the split.
+A non-finite loss or gradient leaves params, optimizer state and step unchanged and reports
+``loss_is_finite = False``.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +27,7 @@ from rewardsql_jax.distributed import to_global
 from rewardsql_jax.models.config import resolve_dtype
 from rewardsql_jax.models.registry import build_model
 
-from .adapters import ADAPTER_OPTIONS, LossAdapter, get_adapter
+from .families import FAMILY_OPTIONS, Family, family
 from .padding import RealRows, pad_batch, padded_rows
 from .sharding import batch_shardings, micro_batch_sharding, state_shardings
 from .state import TrainState
@@ -69,16 +71,18 @@ def loss_and_grads(
     Returns ``(loss, grads, metrics)``; metrics of the loss function are averaged over micro-batches,
     ``loss`` and ``grads`` are exact (sum of numerators / sum of denominators).
     """
-    loss_fn, adapter = losses.get(loss_name), get_adapter(loss_name)
+    spec = losses.spec(loss_name)
+    fam = family(spec.family)
     opts = dict(loss_options or {})
     ref_model = None if ref_params is None else nnx.merge(graphdef, jax.lax.stop_gradient(ref_params))
     extra = {}
-    if adapter.prepare is not None:
+    if spec.prepare is not None:  # batch-global statistics, before the split into micro-batches
+        assert fam.prepare is not None, f"losses.register refuses a prepare hook in family {spec.family!r}"
         frozen = nnx.merge(graphdef, jax.lax.stop_gradient(params))
-        batch, extra = adapter.prepare(frozen, ref_model, batch, opts)
+        batch, opts, extra = fam.prepare(frozen, ref_model, batch, spec, opts)
 
     def numerator(p, mb):
-        w = adapter.weighted(nnx.merge(graphdef, p), ref_model, mb, loss_fn, opts)
+        w = fam.weighted(nnx.merge(graphdef, p), ref_model, mb, spec, opts)
         return w.total, (w.count, w.metrics)
 
     grad_fn = jax.value_and_grad(numerator, has_aux=True)
@@ -148,19 +152,17 @@ class TrainStep:
     check a batch without running it.
     """
 
-    def __init__(
-        self, graphdef, loss_name: str, options: dict, adapter: LossAdapter, *, mesh, micro_batches, compute_dtype
-    ):
+    def __init__(self, graphdef, loss_name: str, options: dict, family: Family, *, mesh, micro_batches, compute_dtype):
         self.graphdef, self.loss_name, self.options = graphdef, loss_name, options
-        self.adapter, self.mesh, self.micro_batches, self.compute_dtype = adapter, mesh, micro_batches, compute_dtype
+        self.family, self.mesh, self.micro_batches, self.compute_dtype = family, mesh, micro_batches, compute_dtype
         self._jitted: Callable | None = None
         self._treedef: tuple | None = None
 
     def validate(self, batch) -> None:
         """Raise ValueError if ``batch`` has the wrong type or shapes for this loss / micro-batching."""
-        want: Any = self.adapter.batch_type  # a batch class or a tuple of them
+        want = self.family.batch_type(losses.spec(self.loss_name))
         if not isinstance(batch, want):
-            names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
+            names = " or ".join(t.__name__ for t in want)
             raise ValueError(
                 f"loss {self.loss_name!r} trains on {names}, got {type(batch).__name__}; "
                 f"build a {names} (rewardsql_jax.training.batch)."
@@ -219,10 +221,10 @@ class TrainStep:
 
 def _check_options(name: str, options: dict) -> None:
     """Unknown loss options fail here, with the accepted names, instead of deep inside the first trace."""
-    params = inspect.signature(losses.get(name)).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+    keywords = losses.spec(name).keywords
+    if keywords is None:  # the loss takes **options
         return
-    accepted = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY} | set(ADAPTER_OPTIONS)
+    accepted = set(keywords) | set(FAMILY_OPTIONS)
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise ValueError(f"loss {name!r} does not take option(s) {unknown}; it accepts {sorted(accepted)}.")
@@ -243,7 +245,7 @@ def make_train_step(
     overrides the model's compute dtype while the fp32 master weights stay in the state. Unknown loss
     names raise ValueError listing the registered ones.
     """
-    adapter = get_adapter(loss_fn_name)
+    fam = family(losses.spec(loss_fn_name).family)
     _check_options(loss_fn_name, dict(loss_options or {}))
     if not isinstance(micro_batches, (int, np.integer)) or micro_batches < 1:
         raise ValueError(f"micro_batches must be a positive integer, got {micro_batches!r}.")
@@ -253,7 +255,7 @@ def make_train_step(
         model_graphdef,
         loss_fn_name,
         dict(loss_options or {}),
-        adapter,
+        fam,
         mesh=mesh,
         micro_batches=int(micro_batches),
         compute_dtype=compute_dtype,

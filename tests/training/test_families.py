@@ -1,4 +1,4 @@
-"""A loss registered with only its family trains through the family's adapter, exactly like a built-in."""
+"""A loss registered with only its family trains through its family (training/families.py), exactly like a built-in."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_policy_gradient_family_matches_grpo_token_mean(scratch_registry):
         per_token = -advantages * jnp.exp(logprobs - jax.lax.stop_gradient(old_logprobs))
         return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1.0), {}
 
-    for per_token in (True, False):  # [B, T] advantages, and [B] broadcast to tokens by the adapter
+    for per_token in (True, False):  # [B, T] advantages, and [B] broadcast to tokens by the family
         batch = rl_batch(per_token=per_token)
         mine, _ = _params_after("plain_ratio_pg", {}, batch)
         ref, _ = _params_after("grpo", {"clip_eps": 1e6, "beta": 0.0, "agg": "token_mean"}, batch)
