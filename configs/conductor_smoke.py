@@ -7,7 +7,7 @@ from rewardsql_jax.conductor.config import (
     ConductorRunConfig,
     PolicyConfig,
 )
-from rewardsql_jax.conductor.search import ExploreConfig
+from rewardsql_jax.conductor.search.explore import ExploreConfig
 from rewardsql_jax.stages.run_config import ModelConfigSection
 
 CONFIG = ConductorRunConfig(

@@ -16,12 +16,12 @@ import dataclasses
 from rewardsql_jax.rl import get_algorithm
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, require_positive
 
-from .action_prompts import CHAT_TEMPLATE_CHOICES
-from .actions import ACTIONS
-from .curriculum_grpo import NAME as GRPO_ALGORITHM
+from .actions.prompts import CHAT_TEMPLATE_CHOICES
+from .actions.registry import ACTIONS
 from .data import EVAL_SPLITS
 from .rewards import RewardConfig
-from .search import ExploreConfig
+from .search.explore import ExploreConfig
+from .training.curriculum_grpo import NAME as GRPO_ALGORITHM
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,25 +34,25 @@ from rewardsql_jax.distributed import process_count
 from rewardsql_jax.models import save_pretrained
 from rewardsql_jax.training.metrics_log import ScalarLog
 
-from .action_data import action_examples
-from .action_models import ActionModels, needs_builtin
-from .batching import CallBatcher
-from .curation import curate_question
+from .actions.batching import CallBatcher
+from .actions.data import action_examples
+from .actions.env import Completion, Env
+from .actions.format import format_results, format_step
+from .actions.lm import ModelServer, action_handler
+from .actions.models import ActionModels, needs_builtin
+from .actions.state import Candidate, State
 from .data import evaluation_split
-from .env import Completion, Env
-from .evaluate import evidence, initial_state, run_fixed_workflow, run_policy_episodes, summarize
-from .format import format_results, format_step
-from .grpo import curriculum, train_grpo
-from .lm import ModelServer, action_handler
-from .mesh import local_mesh
-from .reasoning import CachedReasoner, augmented_reasoning, template_reasoning
-from .report import plot_workflow_lengths
-from .rollout import bind
-from .search import SEARCH_ACTIONS, explore_question
-from .state import Candidate, State
-from .tokenizer import build_tokenizer, stop_ids
-from .train import SFTSample, encode_sft, new_model, train_sft
-from .trajectory import policy_prompt, results_mask
+from .evaluation.evaluate import evidence, run_fixed_workflow, summarize
+from .evaluation.report import plot_workflow_lengths
+from .search.curation import curate_question
+from .search.explore import SEARCH_ACTIONS, explore_question
+from .search.reasoning import CachedReasoner, augmented_reasoning, template_reasoning
+from .training.grpo import curriculum, train_grpo
+from .training.mesh import local_mesh
+from .training.rollout import bind, initial_state, run_policy_episodes
+from .training.sft import SFTSample, encode_sft, new_model, train_sft
+from .training.tokenizer import build_tokenizer, stop_ids
+from .training.trajectory import policy_prompt, results_mask
 
 
 def _unbound(prompt: str) -> Completion:

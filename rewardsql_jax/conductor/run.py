@@ -17,8 +17,8 @@ from tqdm.auto import tqdm
 from rewardsql_jax.distributed import barrier, is_primary
 
 from .config import ConductorRunConfig
+from .evaluation.report import summary_lines
 from .pipeline import run_pipeline
-from .report import summary_lines
 
 
 def run_conductor(config: ConductorRunConfig, *, log=tqdm.write) -> dict:

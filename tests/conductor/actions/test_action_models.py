@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from rewardsql_jax.conductor.action_models import load_action_model, model_table, needs_builtin, slot_paths
-from rewardsql_jax.conductor.action_prompts import clean_sql, link_prompt, reasoning_prompt
+from rewardsql_jax.conductor.actions.env import Completion, Env
+from rewardsql_jax.conductor.actions.episode import run_action, run_workflow
+from rewardsql_jax.conductor.actions.models import load_action_model, model_table, needs_builtin, slot_paths
+from rewardsql_jax.conductor.actions.prompts import clean_sql, link_prompt, reasoning_prompt
+from rewardsql_jax.conductor.actions.state import State
 from rewardsql_jax.conductor.config import ActionsConfig
-from rewardsql_jax.conductor.env import Completion, Env
-from rewardsql_jax.conductor.episode import run_action, run_workflow
-from rewardsql_jax.conductor.reasoning import augmented_reasoning, template_reasoning
-from rewardsql_jax.conductor.state import State
+from rewardsql_jax.conductor.search.reasoning import augmented_reasoning, template_reasoning
 from rewardsql_jax.config import apply_overrides, load_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"

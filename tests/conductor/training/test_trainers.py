@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from rewardsql_jax.conductor.actions.format import format_step
 from rewardsql_jax.conductor.config import ConductorRLConfig, ConductorRunConfig
-from rewardsql_jax.conductor.evaluate import EpisodeRecord
-from rewardsql_jax.conductor.format import format_step
-from rewardsql_jax.conductor.grpo import train_grpo
 from rewardsql_jax.conductor.rewards import RewardConfig
-from rewardsql_jax.conductor.train import encode_sft, new_model, train_sft
+from rewardsql_jax.conductor.training.grpo import train_grpo
+from rewardsql_jax.conductor.training.rollout import EpisodeRecord
+from rewardsql_jax.conductor.training.sft import encode_sft, new_model, train_sft
 from rewardsql_jax.data.examples import Example
 from rewardsql_jax.rewards import group_advantages
 from rewardsql_jax.rl import get_algorithm

@@ -5,18 +5,18 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rewardsql_jax.conductor.batching import CallBatcher
+from rewardsql_jax.conductor.actions.batching import CallBatcher
+from rewardsql_jax.conductor.actions.lm import ModelServer
+from rewardsql_jax.conductor.actions.state import State
 from rewardsql_jax.conductor.config import ConductorRLConfig
-from rewardsql_jax.conductor.curation import curate_question
-from rewardsql_jax.conductor.grpo import curriculum, rl_batch, train_grpo
-from rewardsql_jax.conductor.lm import ModelServer
 from rewardsql_jax.conductor.rewards import RewardConfig
-from rewardsql_jax.conductor.rollout import policy_episode
-from rewardsql_jax.conductor.search import ExploreConfig, explore_question
-from rewardsql_jax.conductor.state import State
-from rewardsql_jax.conductor.tokenizer import stop_ids
-from rewardsql_jax.conductor.train import SFTSample, new_model, train_sft
-from rewardsql_jax.conductor.trajectory import flatten, results_mask
+from rewardsql_jax.conductor.search.curation import curate_question
+from rewardsql_jax.conductor.search.explore import ExploreConfig, explore_question
+from rewardsql_jax.conductor.training.grpo import curriculum, rl_batch, train_grpo
+from rewardsql_jax.conductor.training.rollout import policy_episode
+from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
+from rewardsql_jax.conductor.training.tokenizer import stop_ids
+from rewardsql_jax.conductor.training.trajectory import flatten, results_mask
 from rewardsql_jax.data.examples import Example
 from rewardsql_jax.stages.run_config import ModelConfigSection
 

@@ -1,6 +1,6 @@
 import pytest
 
-from rewardsql_jax.conductor.batching import CallBatcher
+from rewardsql_jax.conductor.actions.batching import CallBatcher
 
 
 def test_calls_of_live_threads_are_served_in_one_batch_per_kind():

@@ -5,8 +5,9 @@ comparisons, the Reward-SQL evaluate stage's shape) and the printed table."""
 import numpy as np
 import pytest
 
-from rewardsql_jax.conductor.evaluate import COMPARISONS, METHODS, EpisodeRecord, evidence
-from rewardsql_jax.conductor.report import summary_lines
+from rewardsql_jax.conductor.evaluation.evaluate import COMPARISONS, METHODS, evidence
+from rewardsql_jax.conductor.evaluation.report import summary_lines
+from rewardsql_jax.conductor.training.rollout import EpisodeRecord
 from rewardsql_jax.stats import paired_difference
 
 

@@ -10,95 +10,20 @@ evaluate stage's ``methods`` / ``comparisons``).
 from __future__ import annotations
 
 import collections
-import dataclasses
 
-from rewardsql_jax.sql import execute
 from rewardsql_jax.stats import evidence_table, mean_interval, paired_mean_difference
 
-from .batching import CallBatcher
-from .episode import run_workflow
-from .lm import action_handlers
-from .rewards import RewardConfig, score_sql
-from .rollout import bind, policy_episode
-from .state import State
+from ..actions.batching import CallBatcher
+from ..actions.episode import run_workflow
+from ..actions.lm import action_handlers
+from ..rewards import RewardConfig
+from ..training.rollout import bind, initial_state, record
 
 # The evaluated methods in table order, and (method, baseline) pairs of the evidence: every policy against the
 # fixed workflow (the paper's claim: a learned policy beats a fixed workflow) and against the SFT policy (what
 # curriculum RL adds; untrained vs SFT: what stability-weighted SFT adds).
 METHODS = ("fixed_workflow", "untrained_policy", "sft_policy", "sft_rl_policy")
 COMPARISONS = tuple((m, b) for b in ("fixed_workflow", "sft_policy") for m in METHODS[1:] if m != b)
-
-
-@dataclasses.dataclass(frozen=True)
-class EpisodeRecord:
-    question_id: int
-    difficulty: str
-    workflow: tuple
-    num_calls: int
-    policy_tokens: int
-    action_tokens: int
-    final_sql: str | None
-    executable: bool
-    exact: bool
-    reward: float
-
-
-def initial_state(ex, env) -> State:
-    return State(question=ex.question, db_path=ex.db_path, difficulty=ex.difficulty, env=env)
-
-
-def _record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig) -> EpisodeRecord:
-    r = score_sql(ex.db_path, state.final_sql, execute(ex.db_path, ex.gold_sql), reward_cfg)
-    return EpisodeRecord(
-        ex.question_id,
-        ex.difficulty,
-        state.workflow,
-        state.num_calls,
-        policy_tokens,
-        state.action_tokens,
-        state.final_sql,
-        r.executable,
-        r.exact,
-        r.reward,
-    )
-
-
-def run_policy_episodes(
-    examples,
-    env,
-    tokenizer,
-    policy_server,
-    action_server,
-    *,
-    max_steps: int,
-    reward_cfg: RewardConfig = RewardConfig(),
-    repeats: int = 1,
-):
-    """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
-
-    ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``lm.action_handlers``);
-    ``None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
-    """
-    handlers = {"policy": policy_server.serve}
-    if action_server is not None:
-        handlers.update(action_handlers(action_server, tokenizer))
-    batcher = CallBatcher(handlers)
-    items = [ex for ex in examples for _ in range(repeats)]
-    jobs = [
-        lambda call, ex=ex: policy_episode(
-            initial_state(ex, env),
-            call,
-            tokenizer,
-            max_steps=max_steps,
-            max_len=policy_server.max_len,
-            max_new_tokens=policy_server.max_new_tokens,
-            bind_actions=action_server is not None,
-        )
-        for ex in items
-    ]
-    rollouts = batcher.run(jobs)
-    records = [_record(ex, r.state, r.policy_tokens, reward_cfg) for ex, r in zip(items, rollouts)]
-    return records, rollouts
 
 
 def run_fixed_workflow(
@@ -108,7 +33,7 @@ def run_fixed_workflow(
     batcher = CallBatcher(action_handlers(action_server, tokenizer))
     jobs = [lambda call, ex=ex: run_workflow(bind(initial_state(ex, env), call), workflow) for ex in examples]
     states = batcher.run(jobs)
-    return [_record(ex, s, 0, reward_cfg) for ex, s in zip(examples, states)]
+    return [record(ex, s, 0, reward_cfg) for ex, s in zip(examples, states)]
 
 
 def summarize(records) -> dict:

@@ -14,8 +14,8 @@ import json
 import threading
 from pathlib import Path
 
-from .action_prompts import clean_reasoning, reasoning_prompt
-from .state import State
+from ..actions.prompts import clean_reasoning, reasoning_prompt
+from ..actions.state import State
 
 
 def template_reasoning(state: State, action: str) -> str:

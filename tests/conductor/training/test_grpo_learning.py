@@ -26,16 +26,16 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from rewardsql_jax.conductor import grpo
+from rewardsql_jax.conductor.actions.env import Completion, Env
+from rewardsql_jax.conductor.actions.episode import run_workflow
+from rewardsql_jax.conductor.actions.lm import ModelServer
 from rewardsql_jax.conductor.config import ConductorRLConfig
-from rewardsql_jax.conductor.env import Completion, Env
-from rewardsql_jax.conductor.episode import run_workflow
-from rewardsql_jax.conductor.evaluate import initial_state, run_policy_episodes
-from rewardsql_jax.conductor.lm import ModelServer
 from rewardsql_jax.conductor.rewards import RewardConfig
-from rewardsql_jax.conductor.tokenizer import stop_ids
-from rewardsql_jax.conductor.train import SFTSample, new_model, train_sft
-from rewardsql_jax.conductor.trajectory import results_mask
+from rewardsql_jax.conductor.training import grpo
+from rewardsql_jax.conductor.training.rollout import initial_state, run_policy_episodes
+from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
+from rewardsql_jax.conductor.training.tokenizer import stop_ids
+from rewardsql_jax.conductor.training.trajectory import results_mask
 from rewardsql_jax.data.examples import Example
 from rewardsql_jax.stages.run_config import ModelConfigSection
 

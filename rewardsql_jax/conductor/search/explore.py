@@ -16,11 +16,11 @@ import dataclasses
 from rewardsql_jax.search import MCTSConfig, SearchProblem, mcts_search
 from rewardsql_jax.sql import execute
 
-from .actions import TERMINATE
+from ..actions.episode import finish, run_action, run_workflow
+from ..actions.registry import TERMINATE
+from ..actions.state import State
+from ..rewards import RewardConfig, score_sql
 from .curation import stability_score
-from .episode import finish, run_action, run_workflow
-from .rewards import RewardConfig, score_sql
-from .state import State
 
 SEARCH_ACTIONS = (
     "link_schema",

@@ -1,7 +1,13 @@
 import pytest
 
-from rewardsql_jax.conductor.actions import ACTIONS
-from rewardsql_jax.conductor.format import ParseError, ParsedCall, format_results, format_step, parse_policy_output
+from rewardsql_jax.conductor.actions.format import (
+    ParseError,
+    ParsedCall,
+    format_results,
+    format_step,
+    parse_policy_output,
+)
+from rewardsql_jax.conductor.actions.registry import ACTIONS
 
 
 def test_parses_reasoning_call_and_keyword_literals():

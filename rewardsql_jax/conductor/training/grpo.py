@@ -25,7 +25,7 @@ from rewardsql_jax.training.step import make_train_step
 from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 from .curriculum_grpo import NAME as ALGORITHM
-from .evaluate import run_policy_episodes
+from .rollout import run_policy_episodes
 from .trajectory import flatten
 
 DIFFICULTY_ORDER = {"simple": 0, "moderate": 1, "challenging": 2}

@@ -30,7 +30,7 @@ class ConductorCurriculumGRPO(OnlineAlgorithm):
         return {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "temperature": rl.temperature}
 
     def update(self, rollouts, prm_scores, rl) -> Update:
-        """``rollouts``: the evaluated episodes (``evaluate.EpisodeRecord``), the G of a question contiguous."""
+        """``rollouts``: the evaluated episodes (``rollout.EpisodeRecord``), the G of a question contiguous."""
         rewards = np.asarray([r.reward for r in rollouts], np.float32)
         return Update(rewards=rewards, advantages=np.asarray(group_advantages(rewards, rl.group_size)))
 

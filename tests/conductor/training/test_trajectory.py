@@ -1,7 +1,7 @@
-from rewardsql_jax.conductor.episode import run_workflow
-from rewardsql_jax.conductor.reasoning import template_reasoning
-from rewardsql_jax.conductor.state import State
-from rewardsql_jax.conductor.trajectory import results_mask
+from rewardsql_jax.conductor.actions.episode import run_workflow
+from rewardsql_jax.conductor.actions.state import State
+from rewardsql_jax.conductor.search.reasoning import template_reasoning
+from rewardsql_jax.conductor.training.trajectory import results_mask
 
 from _conductor_helpers import scripted_env
 

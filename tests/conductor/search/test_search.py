@@ -1,6 +1,6 @@
-from rewardsql_jax.conductor.reasoning import template_reasoning
-from rewardsql_jax.conductor.search import ExploreConfig, explore_question, legal_actions
-from rewardsql_jax.conductor.state import State
+from rewardsql_jax.conductor.actions.state import State
+from rewardsql_jax.conductor.search.explore import ExploreConfig, explore_question, legal_actions
+from rewardsql_jax.conductor.search.reasoning import template_reasoning
 
 from _conductor_helpers import scripted_env
 

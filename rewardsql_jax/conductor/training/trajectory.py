@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .actions import TERMINATE
-from .format import format_results, format_step
-from .state import State
+from ..actions.format import format_results, format_step
+from ..actions.registry import TERMINATE
+from ..actions.state import State
 
 
 def policy_prompt(question: str) -> str:

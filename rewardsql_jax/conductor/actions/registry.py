@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from rewardsql_jax.sql import prefix_sql, split_cocte
 
-from .action_prompts import action_prompt, clean_sql, link_prompt
+from .prompts import action_prompt, clean_sql, link_prompt
 from .schema_link import close_over_bridges, link_tables, named_tables, schema_text
 from .state import Observation, State
 from .values import retrieve_values as _retrieve

@@ -13,10 +13,10 @@ import jax
 import numpy as np
 from flax import nnx
 
-from rewardsql_jax.conductor.lm import ModelServer
-from rewardsql_jax.conductor.mesh import local_mesh
-from rewardsql_jax.conductor.tokenizer import build_tokenizer, stop_ids
-from rewardsql_jax.conductor.train import encode_sft, new_model, train_sft
+from rewardsql_jax.conductor.actions.lm import ModelServer
+from rewardsql_jax.conductor.training.mesh import local_mesh
+from rewardsql_jax.conductor.training.sft import encode_sft, new_model, train_sft
+from rewardsql_jax.conductor.training.tokenizer import build_tokenizer, stop_ids
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection
 
 SHAPE = ModelConfigSection(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rewardsql_jax.data.builtin import train_bpe_tokenizer
 
-from .format import CALL_CLOSE, TAGS
+from ..actions.format import CALL_CLOSE, TAGS
 
 
 def build_tokenizer(texts, vocab_size: int, save_dir: str | Path):

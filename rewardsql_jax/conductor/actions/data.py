@@ -17,9 +17,9 @@ import re
 from rewardsql_jax.sql import execute, results_match
 from rewardsql_jax.sql.to_cocte import convert_to_cocte
 
-from .action_prompts import action_prompt
-from .data import misspell
+from ..data import misspell
 from .env import Env
+from .prompts import action_prompt
 from .schema_link import link_tables, schema_text
 from .state import Candidate
 from .values import retrieve_values

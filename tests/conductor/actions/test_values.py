@@ -1,4 +1,10 @@
-from rewardsql_jax.conductor.values import build_value_index, edit_similarity, index_database, retrieve_values, trigrams
+from rewardsql_jax.conductor.actions.values import (
+    build_value_index,
+    edit_similarity,
+    index_database,
+    retrieve_values,
+    trigrams,
+)
 
 
 def _index():

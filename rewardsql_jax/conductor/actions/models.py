@@ -25,9 +25,9 @@ from pathlib import Path
 from rewardsql_jax.data.tokenizer import format_prompt, load_tokenizer
 from rewardsql_jax.models import from_pretrained
 
-from .action_prompts import BUILTIN_SLOTS, CHAT_TEMPLATE_CHOICES, INSTRUCTIONS, SLOTS, task_of
 from .env import Completion
 from .lm import ModelServer
+from .prompts import BUILTIN_SLOTS, CHAT_TEMPLATE_CHOICES, INSTRUCTIONS, SLOTS, task_of
 
 
 def slot_paths(actions_cfg) -> dict:

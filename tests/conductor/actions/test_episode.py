@@ -1,8 +1,8 @@
 import dataclasses
 
-from rewardsql_jax.conductor.actions import ACTIONS, action_names, register_action
-from rewardsql_jax.conductor.episode import run_action, run_workflow, take_step
-from rewardsql_jax.conductor.state import Observation, State
+from rewardsql_jax.conductor.actions.episode import run_action, run_workflow, take_step
+from rewardsql_jax.conductor.actions.registry import ACTIONS, action_names, register_action
+from rewardsql_jax.conductor.actions.state import Observation, State
 
 from _conductor_helpers import scripted_env
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from rewardsql_jax.conductor.curation import curate_question, power_weights, stability_score, top_k_stable
+from rewardsql_jax.conductor.search.curation import curate_question, power_weights, stability_score, top_k_stable
 
 
 def test_stability_is_success_rate():

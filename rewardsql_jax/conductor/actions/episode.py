@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .actions import ACTIONS, TERMINATE
 from .format import ParseError, ParsedCall, parse_policy_output
+from .registry import ACTIONS, TERMINATE
 from .state import Observation, State, apply_observation
 
 
