@@ -32,6 +32,7 @@ from rewardsql_jax.config import save_config
 from rewardsql_jax.data.builtin import make_builtin_benchmark
 from rewardsql_jax.distributed import process_count
 from rewardsql_jax.models import save_pretrained
+from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.metrics_log import ScalarLog
 
 from .actions.batching import CallBatcher
@@ -76,7 +77,7 @@ def _policy_texts(examples) -> list:
 
 
 def _servers(cfg, tok, action_model):
-    pad, eos = tok.pad_token_id, tok.eos_token_id
+    pad, eos = pad_id(tok), tok.eos_token_id
     a = cfg.action
     greedy = ModelServer(action_model, stop_ids=(eos,), pad_id=pad, max_new_tokens=a.max_new_tokens, seed=cfg.seed)
     sampled = ModelServer(
@@ -151,7 +152,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
             steps=cfg.action.steps,
             batch_size=cfg.action.batch_size,
             lr=cfg.action.lr,
-            pad_id=tok.pad_token_id,
+            pad_id=pad_id(tok),
             seed=cfg.seed,
             max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len),
             log=log,
@@ -172,7 +173,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
         return ModelServer(
             model,
             stop_ids=pol_stop,
-            pad_id=tok.pad_token_id,
+            pad_id=pad_id(tok),
             max_new_tokens=p.max_new_tokens,
             temperature=temperature,
             seed=seed,
@@ -233,7 +234,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
             steps=p.sft_steps,
             batch_size=p.batch_size,
             lr=p.lr,
-            pad_id=tok.pad_token_id,
+            pad_id=pad_id(tok),
             seed=cfg.seed,
             reduction="sequence_mean",
             max_len=p.shape.max_len,
@@ -262,7 +263,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
         cfg.rl,
         cfg.rl.reward,
         max_steps=p.max_steps,
-        pad_id=tok.pad_token_id,
+        pad_id=pad_id(tok),
         seed=cfg.seed,
         log=log,
         on_log=to_tensorboard("grpo"),

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from rewardsql_jax.data.tokenizer import format_prompt, load_tokenizer
 from rewardsql_jax.models import from_pretrained
+from rewardsql_jax.sampling.inputs import pad_id
 
 from .env import Completion
 from .lm import ModelServer
@@ -103,7 +104,9 @@ def load_action_model(path, *, dtype: str = "float32", chat_template: str = "aut
             f"action model {path} names no EOS token (config.json eos_token_id or the tokenizer's); "
             f"generation could not stop"
         )
-    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
+    pad = pad_id(tok)  # the tokenizer's pad, else its eos; a tokenizer with neither pads with a stop id
+    if pad is None:
+        pad = min(stops)
     return LoadedActionModel(
         str(path), model, tok, has_template and chat_template != "off", tuple(sorted(stops)), int(pad)
     )
