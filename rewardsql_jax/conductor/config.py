@@ -12,7 +12,9 @@ mesh of its own devices; the default (all 1) is one device, ``mesh.fsdp=-1`` sha
 from __future__ import annotations
 
 import dataclasses
+import typing
 
+from rewardsql_jax.config import with_moved_fields
 from rewardsql_jax.rl import get_algorithm
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, require_positive
 
@@ -122,13 +124,18 @@ class PolicyConfig:
         require_positive(self, "sft_steps", "batch_size", "lr", "top_k", "max_steps", "max_new_tokens")
 
 
+@with_moved_fields
 @dataclasses.dataclass(frozen=True)
 class ConductorRLConfig:
-    """Curriculum GRPO (Sec. 4.4): group size G, clip, KL to the SFT policy, reward lambda and exact bonus."""
+    """Curriculum GRPO (Sec. 4.4): group size G (``samples_per_prompt``), clip, KL to the SFT policy, reward lambda
+    and exact bonus. A setting the pipeline's ``RLConfig`` also has carries its name there (``RENAMED``: the old
+    names fail with the new one)."""
+
+    RENAMED: typing.ClassVar[dict] = {"group_size": "samples_per_prompt"}
 
     steps: int = 4
     prompts_per_step: int = 6
-    group_size: int = 4
+    samples_per_prompt: int = 4
     lr: float = 5e-4
     clip_eps: float = 0.2
     kl_beta: float = 0.01
@@ -139,8 +146,21 @@ class ConductorRLConfig:
 
     def __post_init__(self):
         require_positive(self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every")
-        if self.group_size < 2:
-            raise ValueError(f"rl.group_size must be >= 2 (GRPO compares rollouts of a group), got {self.group_size}")
+        if self.samples_per_prompt < 2:
+            raise ValueError(
+                f"rl.samples_per_prompt must be >= 2 (GRPO compares rollouts of a group), got {self.samples_per_prompt}"
+            )
+
+    @classmethod
+    def moved_field(cls, name: str) -> str | None:
+        """The message for a renamed ``rl`` setting (``None`` if ``name`` is no old name)."""
+        new = cls.RENAMED.get(name)
+        if new is None:
+            return None
+        return (
+            f"rl.{name} was renamed rl.{new} (the name of the pipeline's RLConfig); command line: rl.{new}=...; "
+            f"config file: ConductorRLConfig({new}=...)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

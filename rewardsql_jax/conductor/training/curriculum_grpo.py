@@ -32,7 +32,7 @@ class ConductorCurriculumGRPO(OnlineAlgorithm):
     def update(self, rollouts, prm_scores, rl) -> Update:
         """``rollouts``: the evaluated episodes (``rollout.EpisodeRecord``), the G of a question contiguous."""
         rewards = np.asarray([r.reward for r in rollouts], np.float32)
-        return Update(rewards=rewards, advantages=np.asarray(group_advantages(rewards, rl.group_size)))
+        return Update(rewards=rewards, advantages=np.asarray(group_advantages(rewards, rl.samples_per_prompt)))
 
     def validate(self, config) -> None:
         """Checks of a ``ConductorRunConfig``; the Reward-SQL pipeline's ``rl.algorithm`` cannot select it."""
@@ -41,9 +41,9 @@ class ConductorCurriculumGRPO(OnlineAlgorithm):
                 f"rl.algorithm={NAME!r} trains SQLConductor's orchestration policy "
                 f"(configs/conductor_*.py); the Reward-SQL RL stage cannot run it"
             )
-        m, g = config.mesh.micro_batches, config.rl.group_size
+        m, g = config.mesh.micro_batches, config.rl.samples_per_prompt
         if g % m:
             raise ValueError(
-                f"mesh.micro_batches={m} must divide rl.group_size={g}: a GRPO batch is whole groups "
+                f"mesh.micro_batches={m} must divide rl.samples_per_prompt={g}: a GRPO batch is whole groups "
                 f"of rollouts and a step may have fewer than rl.prompts_per_step hard questions"
             )

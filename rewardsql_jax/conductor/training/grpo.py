@@ -98,7 +98,7 @@ def train_grpo(
             action_server,
             max_steps=max_steps,
             reward_cfg=reward_cfg,
-            repeats=cfg.group_size,
+            repeats=cfg.samples_per_prompt,
         )
         update = algorithm.update(records, None, cfg)
         metrics = {

@@ -56,7 +56,13 @@ COUNTRIES = {
 RIGHT, WRONG = ("retrieve_values", "generate_sql", "terminate"), ("generate_sql", "terminate")
 MAX_STEPS, MAX_NEW, TEMPERATURE, SAMPLES = 4, 32, 1.0, 16
 RL = ConductorRLConfig(
-    steps=10, prompts_per_step=4, group_size=8, lr=2e-3, kl_beta=0.01, temperature=TEMPERATURE, hard_threshold=1.1
+    steps=10,
+    prompts_per_step=4,
+    samples_per_prompt=8,
+    lr=2e-3,
+    kl_beta=0.01,
+    temperature=TEMPERATURE,
+    hard_threshold=1.1,
 )
 
 

@@ -100,7 +100,7 @@ def test_weighted_sft_then_policy_reproduces_stable_workflow_and_grpo_runs(token
         db_path=music_db,
     )
     assert curriculum([ex], {0: 1.0}, 1.0) == [] and curriculum([ex], {0: 0.5}, 1.0) == [ex]
-    cfg = ConductorRLConfig(steps=1, prompts_per_step=1, group_size=2, kl_beta=0.01)
+    cfg = ConductorRLConfig(steps=1, prompts_per_step=1, samples_per_prompt=2, kl_beta=0.01)
     trained, history = train_grpo(
         policy,
         [ex],

@@ -98,7 +98,7 @@ def _grpo(tok, db, **kw):
         Example(question_id=i, db_id="music", question=q, evidence="", gold_sql=GOLD, difficulty="simple", db_path=db)
         for i, q in enumerate(["Singers from Brasil?", "Names of Brasil singers?"])
     ]
-    cfg = ConductorRLConfig(steps=3, prompts_per_step=2, group_size=2, kl_beta=0.01, lr=1e-2)
+    cfg = ConductorRLConfig(steps=3, prompts_per_step=2, samples_per_prompt=2, kl_beta=0.01, lr=1e-2)
     return train_grpo(
         new_model(SHAPE, tok, 0),
         questions,
@@ -138,7 +138,7 @@ def _record(reward):
 
 def test_the_registered_curriculum_grpo_algorithm():
     algorithm = get_algorithm("conductor_curriculum_grpo")
-    cfg = ConductorRLConfig(group_size=3, clip_eps=0.3, kl_beta=0.02, temperature=0.7)
+    cfg = ConductorRLConfig(samples_per_prompt=3, clip_eps=0.3, kl_beta=0.02, temperature=0.7)
     assert algorithm.loss == "grpo" and not algorithm.needs_prm and algorithm.online
     assert algorithm.loss_options(cfg) == {"clip_eps": 0.3, "beta": 0.02, "temperature": 0.7}
     rewards = [0.0, 0.25, 1.25, 0.5, 0.5, 0.5]
@@ -150,5 +150,5 @@ def test_the_registered_curriculum_grpo_algorithm():
     algorithm.validate(ConductorRunConfig())
     with pytest.raises(ValueError, match="trains SQLConductor"):
         algorithm.validate(RunConfig())
-    with pytest.raises(ValueError, match="must divide rl.group_size=4"):
-        ConductorRunConfig(mesh=MeshConfig(fsdp=1, micro_batches=8), rl=ConductorRLConfig(group_size=4))
+    with pytest.raises(ValueError, match="must divide rl.samples_per_prompt=4"):
+        ConductorRunConfig(mesh=MeshConfig(fsdp=1, micro_batches=8), rl=ConductorRLConfig(samples_per_prompt=4))
