@@ -33,6 +33,7 @@ from rewardsql_jax.data.builtin import make_builtin_benchmark
 from rewardsql_jax.distributed import process_count
 from rewardsql_jax.models import save_pretrained
 from rewardsql_jax.sampling.inputs import pad_id
+from rewardsql_jax.training.collate import encode_pair
 from rewardsql_jax.training.metrics_log import ScalarLog
 
 from .actions.batching import CallBatcher
@@ -51,7 +52,7 @@ from .search.reasoning import CachedReasoner, augmented_reasoning, template_reas
 from .training.grpo import curriculum, train_grpo
 from .training.mesh import local_mesh
 from .training.rollout import bind, initial_state, run_policy_episodes
-from .training.sft import SFTSample, encode_sft, new_model, train_sft
+from .training.sft import SFTSample, new_model, train_sft
 from .training.tokenizer import build_tokenizer, stop_ids
 from .training.trajectory import policy_prompt, results_mask
 
@@ -148,7 +149,7 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
     if needs_builtin(cfg.actions):
         action_model, action_curve = train_sft(
             new_model(cfg.action.shape, tok, cfg.seed),
-            [encode_sft(tok, p, t_) for p, t_ in pairs],
+            [SFTSample(*encode_pair(tok, p, t_)) for p, t_ in pairs],
             steps=cfg.action.steps,
             batch_size=cfg.action.batch_size,
             lr=cfg.action.lr,

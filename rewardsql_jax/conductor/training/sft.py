@@ -1,25 +1,21 @@
-"""Supervised training of the conductor's small models (action model SFT; stability-weighted policy SFT).
+"""Supervised training of the conductor's small models (action model SFT; stability-weighted policy SFT) on the
+pipeline's SFT trainer (``stages.sft.train_sft``, ``stages.sft.sft_batches``).
 
 Stability-weighted SFT (SQLConductor Sec. 4.4): each sequence's loss is the mean token NLL over its
 policy-written tokens (``<results>`` and prompt masked, the "result-masked loss" normalised per sequence),
 times the workflow's power-normalised weight w_tau, i.e. ``losses.sft(reduction="sequence_mean",
-weights=w)`` in the shared jitted train step.
+weights=w)`` in the shared jitted train step. Examples are masked pairs (``training.collate.encode_pair`` for a
+prompt and its target, ``trajectory.results_mask`` for a trajectory) with a weight: ``SFTSample``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from rewardsql_jax.models import fresh_model
-from rewardsql_jax.models.sharding import shard_model
-from rewardsql_jax.training.batch import SFTBatch
-from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
-from rewardsql_jax.training.fit import fit
-from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
-from rewardsql_jax.training.state import create_train_state
-from rewardsql_jax.training.step import make_train_step
+from rewardsql_jax.stages.sft import sft_batches
+from rewardsql_jax.stages.sft import train_sft as stage_sft
+from rewardsql_jax.training.optimizer import OptimizerConfig
 from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 
@@ -36,13 +32,6 @@ def new_model(shape, tokenizer, seed: int):
     """A fresh Qwen2 of ``shape`` (a ``stages.run_config.ModelConfigSection``) for ``tokenizer``
     (``models.fresh_model``: the same architecture as the Reward-SQL pipeline's fresh policy)."""
     return fresh_model(shape, len(tokenizer), tokenizer.eos_token_id, seed)
-
-
-def encode_sft(tokenizer, prompt: str, target: str) -> SFTSample:
-    """Prompt masked, target + EOS supervised."""
-    p = tokenizer(prompt, add_special_tokens=False).input_ids
-    t = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-    return SFTSample(tuple(p + t), tuple([0] * len(p) + [1] * len(t)))
 
 
 def train_sft(
@@ -86,23 +75,14 @@ def train_sft(
         total_steps=max(steps, 2),
         min_lr_ratio=0.1,
     )
-    if mesh is not None:
-        model = shard_model(model, mesh)
-    state = create_train_state(model, make_optimizer(opt), seed=seed)
-    step_fn = make_train_step(state.graphdef, "sft", {"reduction": reduction}, mesh=mesh, micro_batches=micro_batches)
-    length = bucket_length(max(len(s.ids) for s in samples))  # one shape: the step compiles once
-    batches = list(batch_indices(len(samples), batch_size, steps, seed))
-
-    def step(state, i):
-        chunk = [samples[j] for j in batches[i]]
-        batch = SFTBatch(
-            input_ids=pad_rows([s.ids for s in chunk], length, pad_id),
-            attention_mask=pad_rows([[1] * len(s.ids) for s in chunk], length, 0),
-            loss_mask=pad_rows([s.mask for s in chunk], length, 0),
-            weights=np.asarray([s.weight for s in chunk], np.float32),
-        )
-        state, metrics = step_fn(state, batch)
-        return state, {"loss": metrics["loss"], "grad_norm": metrics["grad_norm"]}  # fetched on logged steps
+    batches = sft_batches(
+        [(s.ids, s.mask) for s in samples],
+        batch_size=batch_size,
+        steps=steps,
+        seed=seed,
+        pad=pad_id,
+        weights=[s.weight for s in samples],
+    )
 
     def report(record):
         if "step" not in record:  # the resume notice (fit says it)
@@ -112,14 +92,18 @@ def train_sft(
         if log:
             log(f"  {desc} step {record['step']}: loss {record['loss']:.4f}")
 
-    checkpoints = None if checkpoint_dir is None else StepCheckpoints(checkpoint_dir, name=desc)
-    result = fit(
-        state,
-        step,
+    result = stage_sft(
+        model,
+        lambda i: batches(i)[0],
+        opt=opt,
+        seed=seed,
+        loss_options={"reduction": reduction},
+        mesh=mesh,
+        micro_batches=micro_batches,
         steps=steps,
         desc=desc,
         log=report,
-        checkpoints=checkpoints,
+        checkpoints=None if checkpoint_dir is None else StepCheckpoints(checkpoint_dir, name=desc),
         log_every=10,
         checkpoint_every=checkpoint_every,
         stop_after=stop_after,

@@ -15,9 +15,10 @@ from flax import nnx
 
 from rewardsql_jax.conductor.actions.lm import ModelServer
 from rewardsql_jax.conductor.training.mesh import local_mesh
-from rewardsql_jax.conductor.training.sft import encode_sft, new_model, train_sft
+from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
 from rewardsql_jax.conductor.training.tokenizer import build_tokenizer, stop_ids
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection
+from rewardsql_jax.training.collate import encode_pair
 
 SHAPE = ModelConfigSection(
     vocab_size=330, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=256
@@ -31,7 +32,8 @@ def main() -> int:
     ] * 20
     tok = build_tokenizer(texts, 320, tempfile.mkdtemp())
     samples = [
-        encode_sft(tok, f"question: q{i}?\n", "<reasoning>x</reasoning><call>generate_sql()</call>") for i in range(4)
+        SFTSample(*encode_pair(tok, f"question: q{i}?\n", "<reasoning>x</reasoning><call>generate_sql()</call>"))
+        for i in range(4)
     ]
     mesh = local_mesh(MeshConfig(fsdp=-1))
 

@@ -12,11 +12,12 @@ from rewardsql_jax.conductor.config import ConductorRLConfig, ConductorRunConfig
 from rewardsql_jax.conductor.rewards import RewardConfig
 from rewardsql_jax.conductor.training.grpo import train_grpo
 from rewardsql_jax.conductor.training.rollout import EpisodeRecord
-from rewardsql_jax.conductor.training.sft import encode_sft, new_model, train_sft
+from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
 from rewardsql_jax.data.examples import Example
 from rewardsql_jax.rewards import group_advantages
 from rewardsql_jax.rl import get_algorithm
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, RunConfig
+from rewardsql_jax.training.collate import encode_pair
 from rewardsql_jax.training.fit import StoppedEarly
 
 from _conductor_helpers import scripted_env
@@ -46,7 +47,7 @@ def _samples(tok):
         ("question: Singers from France?\n", "<reasoning>values</reasoning><call>retrieve_values()</call>"),
         ("question: Oldest singer?\n", "<call>link_schema()</call>"),
     ]
-    return [encode_sft(tok, p, t) for p, t in pairs]
+    return [SFTSample(*encode_pair(tok, p, t)) for p, t in pairs]
 
 
 def _sft(tok, **kw):
