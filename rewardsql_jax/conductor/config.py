@@ -143,9 +143,19 @@ class ConductorRLConfig:
     hard_threshold: float = 1.0
     reward: RewardConfig = RewardConfig()
     checkpoint_every: int = 1  # a GRPO step samples every rollout: checkpoint after each one
+    mini_batches: int = 1  # optimizer steps per rollout batch, each on whole groups (RLConfig's); divides the step's
+    # questions (prompts_per_step, or fewer when the curriculum has fewer hard questions)
+    epochs: int = 1  # passes over the rollout batch (RLConfig's)
 
     def __post_init__(self):
-        require_positive(self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every")
+        require_positive(
+            self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every", "mini_batches", "epochs"
+        )
+        if self.prompts_per_step % self.mini_batches:
+            raise ValueError(
+                f"rl.mini_batches={self.mini_batches} must divide rl.prompts_per_step={self.prompts_per_step} "
+                f"(each optimizer step trains whole groups)"
+            )
         if self.samples_per_prompt < 2:
             raise ValueError(
                 f"rl.samples_per_prompt must be >= 2 (GRPO compares rollouts of a group), got {self.samples_per_prompt}"

@@ -92,7 +92,7 @@ def _servers(cfg, tok, action_model):
     return greedy, sampled
 
 
-def run_pipeline(cfg, *, log=tqdm.write) -> dict:
+def run_stages(cfg, *, log=tqdm.write) -> dict:
     """Run every step; writes ``run_dir/results.json``, per-episode JSONL, models, the figure, TensorBoard
     scalars (``run_dir/tensorboard/<phase>``). Returns results."""
     t_start = time.perf_counter()

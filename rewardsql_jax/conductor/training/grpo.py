@@ -12,10 +12,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.rl import get_algorithm
+from rewardsql_jax.stages.rl_online import RLInputs, rl_iteration
 from rewardsql_jax.training.batch import RLBatch
 from rewardsql_jax.training.collate import masked_rl_batch
 from rewardsql_jax.training.fit import fit
@@ -40,9 +43,75 @@ def curriculum(examples, stability: dict, hard_threshold: float) -> list:
     )
 
 
-def rl_batch(rollouts, advantages, pad_id: int) -> RLBatch:
-    """Token rows of the rollouts: completion_mask = policy-generated tokens, old log-probs from the sampler."""
+def episode_batch(rollouts, advantages, pad_id: int) -> RLBatch:
+    """Token rows of the episodes: completion_mask = policy-generated tokens, old log-probs from the sampler."""
     return masked_rl_batch([flatten(r.segments) for r in rollouts], advantages, pad_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class Episodes:
+    """One step's G episodes per question (prompt-major): their records (iterated, as the algorithm's ``update``
+    reads them) and token rollouts."""
+
+    records: list
+    rollouts: list
+
+    def __iter__(self):
+        return iter(self.records)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeSource:
+    """The rollout source of ``stages.rl_online.rl_iteration`` for the orchestration policy: step i runs the next
+    ``rl.prompts_per_step`` curriculum questions (in order, wrapping) as ``rl.samples_per_prompt`` policy episodes
+    each, sampled with seed ``seed + i``; actions run and SQL executes inside the episodes (phase ``generate``)."""
+
+    questions: list
+    env: object
+    tokenizer: object
+    make_policy_server: object
+    action_server: object
+    rl: object
+    reward_cfg: object
+    max_steps: int
+    pad_id: int
+    seed: int
+
+    def sample(self, state, step: int, draw: int, timer):
+        rl, questions = self.rl, self.questions
+        start = (step * rl.prompts_per_step) % len(questions)
+        chosen = (questions + questions)[start : start + min(rl.prompts_per_step, len(questions))]
+        with timer.phase("generate"):
+            server = self.make_policy_server(state.model(), rl.temperature, self.seed + step + draw)
+            records, rollouts = run_policy_episodes(
+                chosen,
+                self.env,
+                self.tokenizer,
+                server,
+                self.action_server,
+                max_steps=self.max_steps,
+                reward_cfg=self.reward_cfg,
+                repeats=rl.samples_per_prompt,
+            )
+        return Episodes(records, rollouts), None
+
+    def train_batch(self, episodes: Episodes, update):
+        """None when every advantage is 0 (every group's rewards equal): no optimizer step."""
+        if not np.abs(update.advantages).max() > 0:
+            return None
+        return episode_batch(episodes.rollouts, update.advantages, self.pad_id)
+
+    def record(self, step: int, episodes: Episodes, update, metrics, phases: dict, seconds: float) -> dict:
+        records = episodes.records
+        rec = {
+            "step": step,
+            "reward": float(update.rewards.mean()),
+            "ex": float(np.mean([r.exact for r in records])),
+            "calls": float(np.mean([r.num_calls for r in records])),
+        }
+        if metrics is not None:
+            rec.update(loss=float(metrics["loss"]), kl=float(metrics.get("kl", 0.0)))
+        return rec
 
 
 def train_grpo(
@@ -67,13 +136,14 @@ def train_grpo(
 ):
     """Run ``cfg.steps`` GRPO steps over the curriculum; returns (policy, per-step metrics).
 
-    The loss, its options and the advantages come from the registered ``conductor_curriculum_grpo`` algorithm
-    (``curriculum_grpo.py``). One ``training.fit`` run: step i samples its questions and seed from ``(seed, i)``
-    alone, so with ``checkpoint_dir`` (a checkpoint every ``cfg.checkpoint_every`` steps) a killed or
-    ``stop_after``-stopped run resumes and ends as an uninterrupted one. ``mesh`` shards the policy and the
-    batch; ``micro_batches`` splits each batch (whole groups, ``mesh.micro_batches`` divides G) for exact
-    gradient accumulation. After every step ``log`` gets a one-line summary and ``on_log(step, metrics)`` the
-    metrics.
+    Each step is the pipeline's online iteration (``stages.rl_online.rl_iteration``) with the episodes as its
+    rollout source (``EpisodeSource``); the loss, its options and the advantages come from the registered
+    ``conductor_curriculum_grpo`` algorithm (``curriculum_grpo.py``). One ``training.fit`` run: step i samples its
+    questions and seed from ``(seed, i)`` alone, so with ``checkpoint_dir`` (a checkpoint every
+    ``cfg.checkpoint_every`` steps) a killed or ``stop_after``-stopped run resumes and ends as an uninterrupted
+    one. ``mesh`` shards the policy and the batch; ``micro_batches`` splits each batch (whole groups,
+    ``mesh.micro_batches`` divides G) for exact gradient accumulation. After every step ``log`` gets a one-line
+    summary and ``on_log(step, metrics)`` the metrics.
     """
     if not questions:
         return policy, []
@@ -85,31 +155,10 @@ def train_grpo(
     step_fn = make_train_step(
         state.graphdef, algorithm.loss, algorithm.loss_options(cfg), mesh=mesh, micro_batches=micro_batches
     )
-
-    def step(state, i):
-        start = (i * cfg.prompts_per_step) % len(questions)
-        chosen = (questions + questions)[start : start + min(cfg.prompts_per_step, len(questions))]
-        server = make_policy_server(state.model(), cfg.temperature, seed + i)
-        records, rollouts = run_policy_episodes(
-            chosen,
-            env,
-            tokenizer,
-            server,
-            action_server,
-            max_steps=max_steps,
-            reward_cfg=reward_cfg,
-            repeats=cfg.samples_per_prompt,
-        )
-        update = algorithm.update(records, None, cfg)
-        metrics = {
-            "reward": float(update.rewards.mean()),
-            "ex": float(np.mean([r.exact for r in records])),
-            "calls": float(np.mean([r.num_calls for r in records])),
-        }
-        if np.abs(update.advantages).max() > 0:
-            state, m = step_fn(state, rl_batch(rollouts, update.advantages, pad_id))
-            metrics.update(loss=float(m["loss"]), kl=float(m.get("kl", 0.0)))
-        return state, metrics
+    source = EpisodeSource(
+        list(questions), env, tokenizer, make_policy_server, action_server, cfg, reward_cfg, max_steps, pad_id, seed
+    )
+    inputs = RLInputs(rl=cfg, algorithm=algorithm, source=source, step_fn=step_fn)
 
     def report(record):
         if "step" not in record:  # the resume notice
@@ -127,7 +176,7 @@ def train_grpo(
     checkpoints = None if checkpoint_dir is None else StepCheckpoints(checkpoint_dir, name="grpo")
     result = fit(
         state,
-        step,
+        lambda state, i: rl_iteration(inputs, state, i),
         steps=cfg.steps,
         desc="grpo",
         log=report,

@@ -182,12 +182,12 @@ def test_curriculum_grpo_learns_from_reward(task):
 
 
 def test_curriculum_grpo_with_the_advantages_sign_flipped_does_not_learn(task, monkeypatch):
-    build = grpo.rl_batch  # the one place the advantages become a train batch
+    build = grpo.episode_batch  # the one place the advantages become a train batch
 
     def flipped(rollouts, advantages, pad_id):
         return build(rollouts, -np.asarray(advantages), pad_id)
 
-    monkeypatch.setattr(grpo, "rl_batch", flipped)
+    monkeypatch.setattr(grpo, "episode_batch", flipped)
     policy, _ = _train(task)
     after = _success(policy, task)
     assert after <= task["start"] + 0.05, f"flipped advantages: EX rate {task['start']:.2f} -> {after:.2f}"

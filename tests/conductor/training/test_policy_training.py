@@ -12,7 +12,7 @@ from rewardsql_jax.conductor.config import ConductorRLConfig
 from rewardsql_jax.conductor.rewards import RewardConfig
 from rewardsql_jax.conductor.search.curation import curate_question
 from rewardsql_jax.conductor.search.explore import ExploreConfig, explore_question
-from rewardsql_jax.conductor.training.grpo import curriculum, rl_batch, train_grpo
+from rewardsql_jax.conductor.training.grpo import curriculum, episode_batch, train_grpo
 from rewardsql_jax.conductor.training.rollout import policy_episode
 from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
 from rewardsql_jax.conductor.training.tokenizer import stop_ids
@@ -87,7 +87,7 @@ def test_weighted_sft_then_policy_reproduces_stable_workflow_and_grpo_runs(token
     ids, mask, lps = flatten(rollout.segments)
     assert sum(mask) == rollout.policy_tokens  # completion mask = exactly the generated tokens
     assert all(lp == 0.0 for lp, m in zip(lps, mask) if not m)
-    batch = rl_batch([rollout, rollout], np.asarray([1.0, -1.0]), tokenizer.pad_token_id)
+    batch = episode_batch([rollout, rollout], np.asarray([1.0, -1.0]), tokenizer.pad_token_id)
     assert batch.completion_mask.sum() == 2 * rollout.policy_tokens and batch.input_ids.shape[1] % 64 == 0
 
     ex = Example(
