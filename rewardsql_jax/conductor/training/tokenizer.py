@@ -28,6 +28,15 @@ def build_tokenizer(texts, vocab_size: int, save_dir: str | Path):
     return tok
 
 
+def saved_tokenizer(save_dir: str | Path):
+    """The tokenizer ``build_tokenizer`` saved in ``save_dir`` (a resumed run reads it back), or ``None``."""
+    from transformers import AutoTokenizer
+
+    if not (Path(save_dir) / "tokenizer.json").exists():
+        return None
+    return AutoTokenizer.from_pretrained(str(save_dir))
+
+
 def stop_ids(tokenizer) -> tuple:
     """Ids that end one policy generation: ``</call>`` and EOS."""
     return (tokenizer.convert_tokens_to_ids(CALL_CLOSE), tokenizer.eos_token_id)
