@@ -20,6 +20,7 @@ from rewardsql_jax.config import save_config
 from rewardsql_jax.data.builtin import make_builtin_benchmark
 from rewardsql_jax.distributed import process_count
 from rewardsql_jax.sampling.inputs import pad_id
+from rewardsql_jax.stages.context import StageDirs
 from rewardsql_jax.training.metrics_log import ScalarLog
 
 from .actions.data import action_examples
@@ -37,7 +38,7 @@ from .training.trajectory import policy_prompt
 
 
 @dataclasses.dataclass
-class ConductorRun:
+class ConductorRun(StageDirs):
     """One run's shared state. ``greedy_actions`` / ``sampled_actions``: ``CallBatcher`` handlers of the action
     models (the built-in one joins them once its stage has run); ``log`` prints one line."""
 
@@ -55,14 +56,6 @@ class ConductorRun:
     scalars: ScalarLog
     greedy_actions: dict
     sampled_actions: dict
-
-    def stage_dir(self, stage: str) -> Path:
-        path = self.run_dir / stage
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def is_done(self, stage: str) -> bool:
-        return (self.run_dir / stage / "metrics.json").exists()
 
     def metrics(self, stage: str) -> dict:
         return json.loads((self.run_dir / stage / "metrics.json").read_text())
