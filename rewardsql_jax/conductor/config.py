@@ -76,7 +76,7 @@ class ActionModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ActionsConfig:
-    """A user's frozen action LLMs (``action_models.py``): ``model_path`` = a local HF checkpoint dir (weights,
+    """A user's frozen action LLMs (``actions/models.py``): ``model_path`` = a local HF checkpoint dir (weights,
     tokenizer, chat template if any) for every LLM slot; a slot's own field (``actions.refine_sql=DIR``, ...)
     overrides it for that slot. Empty (the default): the built-in action model (``action``, trained from scratch)
     writes SQL, schema linking is lexical and reasoning template-based. ``chat_template``: auto (the tokenizer's

@@ -79,7 +79,7 @@ def action_handler(server: ModelServer, tokenizer):
 def action_handlers(actions, tokenizer) -> dict:
     """``CallBatcher`` handlers of the action models: ``actions`` is a ``ModelServer`` of the built-in model
     (call kind ``"action"``, prompts encoded with ``tokenizer``) or already ``{call kind: handler}`` (the built-in
-    model and / or a user's checkpoints, ``action_models.ActionModels.handlers``)."""
+    model and / or a user's checkpoints, ``models.ActionModels.handlers``)."""
     if isinstance(actions, dict):
         return dict(actions)
     return {"action": action_handler(actions, tokenizer)}

@@ -1,12 +1,12 @@
 """A user's frozen action LLMs: local HF checkpoints behind the actions (SQLConductor Sec. 4.1: the action modules
 are frozen LLMs; the policy is the only model trained).
 
-``actions.model_path=DIR`` gives every LLM slot (``action_prompts.SLOTS``: SQL generation, refinement, multi-round
+``actions.model_path=DIR`` gives every LLM slot (``prompts.SLOTS``: SQL generation, refinement, multi-round
 construction, schema linking and curation's reasoning augmentation) that checkpoint; ``actions.<slot>=DIR``
 gives one slot its own. Each distinct directory is loaded once with ``models.from_pretrained`` and its own
 tokenizer (``data.tokenizer.load_tokenizer``); prompts go through the tokenizer's chat template when it has one
 (``actions.chat_template=auto``; ``on`` requires one, ``off`` sends the raw prompt), with the task's instruction
-(``action_prompts.INSTRUCTIONS``) as the system message. Slots without a checkpoint keep the defaults: the
+(``prompts.INSTRUCTIONS``) as the system message. Slots without a checkpoint keep the defaults: the
 built-in action model (trained from scratch) for the three SQL-writing actions, lexical schema linking and
 template reasoning.
 

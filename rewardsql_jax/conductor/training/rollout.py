@@ -110,7 +110,7 @@ def run_policy_episodes(
 ):
     """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
 
-    ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``lm.action_handlers``);
+    ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``actions.lm.action_handlers``);
     ``None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
     """
     handlers = {"policy": policy_server.serve}
