@@ -7,7 +7,7 @@ from rewardsql_jax.conductor.config import (
     ConductorRunConfig,
     PolicyConfig,
 )
-from rewardsql_jax.conductor.search import ExploreConfig
+from rewardsql_jax.conductor.search.explore import ExploreConfig
 from rewardsql_jax.stages.run_config import ModelConfigSection
 
 CONFIG = ConductorRunConfig(
@@ -33,5 +33,5 @@ CONFIG = ConductorRunConfig(
         max_steps=3,
         max_new_tokens=16,
     ),
-    rl=ConductorRLConfig(steps=1, prompts_per_step=2, group_size=2, hard_threshold=1.1),
+    rl=ConductorRLConfig(steps=1, prompts_per_step=2, samples_per_prompt=2, hard_threshold=1.1),
 )

@@ -1,23 +1,32 @@
 """SQLConductor (papers/sqlconductor.md): a small policy orchestrates text-to-SQL actions step by step.
 
-Action space and registry (``actions``), orchestration state (``state``), tagged trajectory format and
-parser (``format``), MCTS workflow exploration (``search``), curation with stability weights
-(``curation``), stability-weighted SFT with <results> masked (``train``, ``trajectory``), curriculum GRPO
-(``grpo``, the registered RL algorithm ``conductor_curriculum_grpo`` in ``curriculum_grpo``), the trainers' mesh
-(``mesh``), online inference (``rollout``, ``evaluate``), the whole pipeline (``pipeline``) and its entry point
-(``run``: ``python launch/run.py --config configs/conductor_default.py``). The top layer: it may import
-``stages`` (their config sections) and everything below; nothing imports it.
+Subpackages by concept (each imports only the ones before it, and the top-level ``data`` / ``rewards``):
+
+* ``actions``    the action space and what runs it: registry (``registry``), orchestration state (``state``),
+                 tagged trajectory format and parser (``format``), one step / a fixed workflow (``episode``),
+                 schema linking, value retrieval, the frozen action models (``models``, ``prompts``, ``data``,
+                 ``env``), batched model calls (``lm``, ``batching``)
+* ``search``     MCTS workflow exploration (``explore``), curation with stability weights (``curation``),
+                 reasoning augmentation (``reasoning``)
+* ``training``   the policy's token view (``trajectory``, ``tokenizer``), the online loop (``rollout``),
+                 stability-weighted SFT (``sft``), curriculum GRPO (``grpo``, the registered RL algorithm
+                 ``conductor_curriculum_grpo`` in ``curriculum_grpo``), the trainers' mesh (``mesh``)
+* ``evaluation`` online evaluation and its evidence (``evaluate``), the printed table and figure (``report``)
+
+At the top: questions (``data``), the execution reward (``rewards``), the config (``config``), the pipeline's
+stages (``pipeline``) and its entry point (``run``: ``python launch/run.py --config configs/conductor_default.py``).
+The top layer: it may import ``stages`` (their config sections) and everything below; nothing imports it.
 """
 
-from .actions import ACTIONS, TERMINATE, action_names, register_action
-from .curation import CuratedWorkflow, curate_question, power_weights, stability_score, top_k_stable
-from .episode import run_action, run_workflow, take_step
-from .format import ParseError, ParsedCall, format_results, format_step, parse_policy_output
+from .actions.episode import run_action, run_workflow, take_step
+from .actions.format import ParseError, ParsedCall, format_results, format_step, parse_policy_output
+from .actions.registry import ACTIONS, TERMINATE, action_names, register_action
+from .actions.state import Candidate, Observation, State, apply_observation
+from .actions.values import ValueHit, build_value_index, index_database, retrieve_values
 from .rewards import RewardConfig, score, score_sql
-from .search import ExploreConfig, explore_question
-from .state import Candidate, Observation, State, apply_observation
-from .trajectory import results_mask
-from .values import ValueHit, build_value_index, index_database, retrieve_values
+from .search.curation import CuratedWorkflow, curate_question, power_weights, stability_score, top_k_stable
+from .search.explore import ExploreConfig, explore_question
+from .training.trajectory import results_mask
 
 __all__ = [
     "ACTIONS",

@@ -12,16 +12,18 @@ mesh of its own devices; the default (all 1) is one device, ``mesh.fsdp=-1`` sha
 from __future__ import annotations
 
 import dataclasses
+import typing
 
+from rewardsql_jax.config import with_moved_fields
 from rewardsql_jax.rl import get_algorithm
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, require_positive
 
-from .action_prompts import CHAT_TEMPLATE_CHOICES
-from .actions import ACTIONS
-from .curriculum_grpo import NAME as GRPO_ALGORITHM
+from .actions.prompts import CHAT_TEMPLATE_CHOICES
+from .actions.registry import ACTIONS
 from .data import EVAL_SPLITS
 from .rewards import RewardConfig
-from .search import ExploreConfig
+from .search.explore import ExploreConfig
+from .training.curriculum_grpo import NAME as GRPO_ALGORITHM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +76,7 @@ class ActionModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ActionsConfig:
-    """A user's frozen action LLMs (``action_models.py``): ``model_path`` = a local HF checkpoint dir (weights,
+    """A user's frozen action LLMs (``actions/models.py``): ``model_path`` = a local HF checkpoint dir (weights,
     tokenizer, chat template if any) for every LLM slot; a slot's own field (``actions.refine_sql=DIR``, ...)
     overrides it for that slot. Empty (the default): the built-in action model (``action``, trained from scratch)
     writes SQL, schema linking is lexical and reasoning template-based. ``chat_template``: auto (the tokenizer's
@@ -122,13 +124,18 @@ class PolicyConfig:
         require_positive(self, "sft_steps", "batch_size", "lr", "top_k", "max_steps", "max_new_tokens")
 
 
+@with_moved_fields
 @dataclasses.dataclass(frozen=True)
 class ConductorRLConfig:
-    """Curriculum GRPO (Sec. 4.4): group size G, clip, KL to the SFT policy, reward lambda and exact bonus."""
+    """Curriculum GRPO (Sec. 4.4): group size G (``samples_per_prompt``), clip, KL to the SFT policy, reward lambda
+    and exact bonus. A setting the pipeline's ``RLConfig`` also has carries its name there (``RENAMED``: the old
+    names fail with the new one)."""
+
+    RENAMED: typing.ClassVar[dict] = {"group_size": "samples_per_prompt"}
 
     steps: int = 4
     prompts_per_step: int = 6
-    group_size: int = 4
+    samples_per_prompt: int = 4
     lr: float = 5e-4
     clip_eps: float = 0.2
     kl_beta: float = 0.01
@@ -136,11 +143,34 @@ class ConductorRLConfig:
     hard_threshold: float = 1.0
     reward: RewardConfig = RewardConfig()
     checkpoint_every: int = 1  # a GRPO step samples every rollout: checkpoint after each one
+    mini_batches: int = 1  # optimizer steps per rollout batch, each on whole groups (RLConfig's); divides the step's
+    # questions (prompts_per_step, or fewer when the curriculum has fewer hard questions)
+    epochs: int = 1  # passes over the rollout batch (RLConfig's)
 
     def __post_init__(self):
-        require_positive(self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every")
-        if self.group_size < 2:
-            raise ValueError(f"rl.group_size must be >= 2 (GRPO compares rollouts of a group), got {self.group_size}")
+        require_positive(
+            self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every", "mini_batches", "epochs"
+        )
+        if self.prompts_per_step % self.mini_batches:
+            raise ValueError(
+                f"rl.mini_batches={self.mini_batches} must divide rl.prompts_per_step={self.prompts_per_step} "
+                f"(each optimizer step trains whole groups)"
+            )
+        if self.samples_per_prompt < 2:
+            raise ValueError(
+                f"rl.samples_per_prompt must be >= 2 (GRPO compares rollouts of a group), got {self.samples_per_prompt}"
+            )
+
+    @classmethod
+    def moved_field(cls, name: str) -> str | None:
+        """The message for a renamed ``rl`` setting (``None`` if ``name`` is no old name)."""
+        new = cls.RENAMED.get(name)
+        if new is None:
+            return None
+        return (
+            f"rl.{name} was renamed rl.{new} (the name of the pipeline's RLConfig); command line: rl.{new}=...; "
+            f"config file: ConductorRLConfig({new}=...)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

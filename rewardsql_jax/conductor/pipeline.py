@@ -1,277 +1,271 @@
-"""The whole SQLConductor method on the built-in benchmark (Figure 2: search-to-policy training, then inference).
+"""The whole SQLConductor method on the built-in benchmark (Figure 2: search-to-policy training, then inference),
+as stage functions run in order by ``run_stages``:
 
-1. data: built-in train/test databases and questions (with misspelt values, ``data.py``)
-2. action model: a small Qwen2 trained from scratch on the sub-tasks (``action_data.py``), then frozen; or the
-   user's local HF checkpoints (``actions.model_path`` / ``actions.<slot>``, ``action_models.py``), which also
-   link schemas and write the curated trajectories' reasoning (the built-in model is trained only when some
-   SQL-writing action has no checkpoint)
-3. baselines: the fixed workflow generate -> refine -> terminate, and the untrained (random) policy
-4. MCTS exploration of workflows per training question + stability re-executions (Alg. 1, 2)
-5. curation: top-k stable workflows, power-normalised weights, reasoning augmentation (Sec. 4.3)
-6. stability-weighted SFT of the policy with <results> masked (Sec. 4.4)
-7. curriculum GRPO on hard questions (Sec. 4.4)
-8. online inference (Alg. 3) of each policy; EX table, calls, tokens, Figure-7-style plot
+* ``setup``: built-in train/test databases and questions (with misspelt values, ``data.py``), the user's action
+  checkpoints (``actions.model_path`` / ``actions.<slot>``, ``actions/models.py``), the tokenizer
+* ``action_model_stage``: a small Qwen2 trained from scratch on the sub-tasks (``actions/data.py``), then frozen
+  (only when some SQL-writing action has no checkpoint)
+* ``search_stage``: MCTS exploration of workflows per training question + stability re-executions (Alg. 1, 2),
+  reasoning augmentation (Sec. 4.3)
+* ``curation_stage``: top-k stable workflows, power-normalised weights (Sec. 4.3)
+* ``policy_sft_stage``: stability-weighted SFT of the policy with <results> masked (Sec. 4.4)
+* ``rl_stage``: curriculum GRPO on hard questions (Sec. 4.4)
+* ``evaluation_stage``: online inference (Alg. 3) of the fixed workflow and each policy
+* ``report``: the EX table with evidence, calls, tokens, Figure-7-style plot, ``results.json``
 
-The three trainers (2, 6, 7) are ``training.fit`` runs on ``local_mesh(cfg.mesh)`` with ``mesh.micro_batches``,
-checkpointing under ``run_dir/checkpoints/<trainer>/``: a rerun of a killed run resumes each from its newest
-checkpoint (a finished one is restored, not retrained) and, every step depending on ``(seed, step)`` alone, ends
-with the parameters of an uninterrupted run. Per-step training metrics also go to TensorBoard:
-``tensorboard --logdir <run_dir>/tensorboard``.
+Each stage writes ``run_dir/<stage>/metrics.json`` when it has finished and is skipped on a rerun, its outputs read
+back (models as HF directories, searches and curated workflows as pickles, evaluation records as JSONL): a killed
+run resumes at the stage it was in (``context.py``). The three trainers are ``training.fit`` runs on
+``local_mesh(cfg.mesh)`` with ``mesh.micro_batches``, checkpointing under ``run_dir/checkpoints/<trainer>/``: the
+stage a run was killed in resumes its trainer from the newest checkpoint and, every step depending on
+``(seed, step)`` alone, ends with the parameters of an uninterrupted run. Per-step training metrics also go to
+TensorBoard: ``tensorboard --logdir <run_dir>/tensorboard``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import random
+import pickle
 import time
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from rewardsql_jax.config import save_config
-from rewardsql_jax.data.builtin import make_builtin_benchmark
-from rewardsql_jax.distributed import process_count
-from rewardsql_jax.models import save_pretrained
-from rewardsql_jax.training.metrics_log import ScalarLog
+from rewardsql_jax.models import from_pretrained, save_pretrained
+from rewardsql_jax.sampling.inputs import pad_id
+from rewardsql_jax.training.collate import encode_pair
 
-from .action_data import action_examples
-from .action_models import ActionModels, needs_builtin
-from .batching import CallBatcher
-from .curation import curate_question
-from .data import evaluation_split
-from .env import Completion, Env
-from .evaluate import evidence, initial_state, run_fixed_workflow, run_policy_episodes, summarize
-from .format import format_results, format_step
-from .grpo import curriculum, train_grpo
-from .lm import ModelServer, action_handler
-from .mesh import local_mesh
-from .reasoning import CachedReasoner, augmented_reasoning, template_reasoning
-from .report import plot_workflow_lengths
-from .rollout import bind
-from .search import SEARCH_ACTIONS, explore_question
-from .state import Candidate, State
-from .tokenizer import build_tokenizer, stop_ids
-from .train import SFTSample, encode_sft, new_model, train_sft
-from .trajectory import policy_prompt, results_mask
+from .actions.batching import CallBatcher
+from .actions.lm import action_handler
+from .actions.models import needs_builtin
+from .context import ConductorRun, action_servers, setup
+from .evaluation.evaluate import METHODS, evidence, run_fixed_workflow, summarize
+from .evaluation.report import plot_workflow_lengths
+from .search.curation import curate_question
+from .search.explore import explore_question
+from .search.reasoning import CachedReasoner, augmented_reasoning
+from .training.grpo import curriculum, train_grpo
+from .training.rollout import EpisodeRecord, bind, initial_state, run_policy_episodes
+from .training.sft import SFTSample, new_model, train_sft
+from .training.trajectory import results_mask
 
 
-def _unbound(prompt: str) -> Completion:
-    raise RuntimeError("the action model is called outside a batched episode; use rollout.bind(state, call)")
-
-
-def _policy_texts(examples) -> list:
-    """Trajectory-like strings so the tokenizer learns the policy's vocabulary (reasoning, calls, results)."""
-    probes = [
-        State("q", "db"),
-        State("q", "db", candidates=(Candidate("s", "g", False, error="x"),), current=0),
-        State("q", "db", candidates=(Candidate("s", "g", True, 0),), current=0, values=("v",)),
-        State("q", "db", candidates=(Candidate("s", "g", True, 3),), current=0),
-    ]
-    steps = "".join(
-        format_step(template_reasoning(p, a), f"{a}()") + format_results("tables: a\nok, 3 rows")
-        for a in SEARCH_ACTIONS
-        for p in probes
-    )
-    return [policy_prompt(ex.question) + steps for ex in examples[:50]] + [steps] * 20
-
-
-def _servers(cfg, tok, action_model):
-    pad, eos = tok.pad_token_id, tok.eos_token_id
-    a = cfg.action
-    greedy = ModelServer(action_model, stop_ids=(eos,), pad_id=pad, max_new_tokens=a.max_new_tokens, seed=cfg.seed)
-    sampled = ModelServer(
-        action_model,
-        stop_ids=(eos,),
-        pad_id=pad,
-        max_new_tokens=a.max_new_tokens,
-        temperature=a.explore_temperature,
-        seed=cfg.seed + 7,
-    )
-    return greedy, sampled
-
-
-def run_pipeline(cfg, *, log=tqdm.write) -> dict:
-    """Run every step; writes ``run_dir/results.json``, per-episode JSONL, models, the figure, TensorBoard
-    scalars (``run_dir/tensorboard/<phase>``). Returns results."""
+def run_stages(cfg, *, log=tqdm.write) -> dict:
+    """Run every stage (those a previous run finished are read back); writes ``run_dir/results.json``, per-episode
+    JSONL, models, the figure, TensorBoard scalars (``run_dir/tensorboard/<phase>``). Returns results."""
     t_start = time.perf_counter()
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.json")
-    d = cfg.data
-    train, test = make_builtin_benchmark(
-        run_dir / "data",
-        seed=cfg.seed,
-        n_train_dbs=d.n_train_dbs,
-        n_test_dbs=d.n_test_dbs,
-        questions_per_db=d.questions_per_db,
-    )
-    train_ex, test_ex = evaluation_split(
-        train.examples,
-        test.examples,
-        eval_on=d.eval_on,
-        heldout_every=d.heldout_every,
-        max_eval_questions=d.max_eval_questions,
-        value_typo_rate=d.value_typo_rate,
-        seed=cfg.seed,
-    )
-    explore_ex = train_ex[: d.max_explore_questions] if d.max_explore_questions else train_ex
-    externals = ActionModels(
-        cfg.actions,
-        max_new_tokens=cfg.action.max_new_tokens,
-        explore_temperature=cfg.action.explore_temperature,
-        seed=cfg.seed,
-    )
-    env = Env(complete=_unbound, routes=externals.routes)
-    timings = {}
-    mesh = local_mesh(cfg.mesh)
-    trainers = _trainer_options(cfg, run_dir, mesh)
-    scalars = ScalarLog(run_dir / "tensorboard")
+    run = setup(cfg, log)
+    action_curve = action_model_stage(run)
+    searches = search_stage(run)
+    curated = curation_stage(run, searches)
+    policy_sft_stage(run, curated)
+    rl_stage(run, searches)
+    records = evaluation_stage(run)
+    return report(run, records, action_curve=action_curve, total_s=time.perf_counter() - t_start)
 
-    def to_tensorboard(run):
-        return lambda step, metrics: scalars.write(run, metrics, step=step)
 
-    t = time.perf_counter()
-    rng = random.Random(cfg.seed)
-    pairs = [p for ex in train_ex for p in action_examples(ex, env, rng)]
-    tok = build_tokenizer(
-        [p + t_ for p, t_ in pairs] + _policy_texts(train_ex), cfg.action.shape.vocab_size, run_dir / "tokenizer"
-    )
-    log(
-        f"[conductor] {len(train_ex)} train / {len(test_ex)} test questions, {len(pairs)} action-model examples, "
-        f"vocab {len(tok)}"
-    )
-    greedy_actions, sampled_actions = externals.handlers(greedy=True), externals.handlers(greedy=False)
-    for slot, served_by in externals.table.items():
-        log(f"[conductor] {slot}: {served_by}")
-    action_curve = []
-    if needs_builtin(cfg.actions):
-        action_model, action_curve = train_sft(
+def action_model_stage(run: ConductorRun) -> list:
+    """SFT of the built-in action model (``run_dir/action_model/``) when some SQL-writing action has no checkpoint;
+    its handlers join the run's. Returns the loss curve."""
+    cfg, tok = run.cfg, run.tok
+    if not needs_builtin(cfg.actions):
+        return []
+    out = run.run_dir / "action_model"
+    if run.skip("action_model"):
+        action_model, curve = from_pretrained(out), run.metrics("action_model")["loss_curve"]
+    else:
+        t = time.perf_counter()
+        action_model, curve = train_sft(
             new_model(cfg.action.shape, tok, cfg.seed),
-            [encode_sft(tok, p, t_) for p, t_ in pairs],
+            [SFTSample(*encode_pair(tok, p, t_)) for p, t_ in run.pairs],
             steps=cfg.action.steps,
             batch_size=cfg.action.batch_size,
             lr=cfg.action.lr,
-            pad_id=tok.pad_token_id,
+            pad_id=pad_id(tok),
             seed=cfg.seed,
             max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len),
-            log=log,
-            on_log=to_tensorboard("action_sft"),
+            log=run.log,
+            on_log=run.to_tensorboard("action_sft"),
             desc="action model sft",
-            **trainers("action_sft"),
+            **run.trainer("action_sft"),
             checkpoint_every=cfg.checkpoint_every,
         )
-        save_pretrained(action_model, run_dir / "action_model")
-        greedy_action, sampled_action = _servers(cfg, tok, action_model)
-        greedy_actions["action"] = action_handler(greedy_action, tok)
-        sampled_actions["action"] = action_handler(sampled_action, tok)
-    timings["action_model_sft"] = time.perf_counter() - t
-    p = cfg.policy
-    pol_stop = stop_ids(tok)
+        save_pretrained(action_model, out)
+        run.finish("action_model", {"loss_curve": curve, "seconds": time.perf_counter() - t})
+    greedy, sampled = action_servers(cfg, tok, action_model)
+    run.greedy_actions["action"] = action_handler(greedy, tok)
+    run.sampled_actions["action"] = action_handler(sampled, tok)
+    return curve
 
-    def policy_server(model, temperature=0.0, seed=0):
-        return ModelServer(
-            model,
-            stop_ids=pol_stop,
-            pad_id=tok.pad_token_id,
-            max_new_tokens=p.max_new_tokens,
-            temperature=temperature,
-            seed=seed,
-            max_len=p.shape.max_len,
-        )
 
-    evaluations, records = {}, {}
-
-    def evaluate(name, model):
-        t0 = time.perf_counter()
-        recs, _ = run_policy_episodes(
-            test_ex, env, tok, policy_server(model), greedy_actions, max_steps=p.max_steps, reward_cfg=cfg.rl.reward
-        )
-        evaluations[name], records[name] = summarize(recs), recs
-        timings[f"eval_{name}"] = time.perf_counter() - t0
-        log(f"[conductor] {name}: EX {evaluations[name]['ex']:.3f}, calls {evaluations[name]['mean_action_calls']:.2f}")
-
-    t = time.perf_counter()
-    recs = run_fixed_workflow(test_ex, env, tok, greedy_actions, cfg.fixed_workflow, cfg.rl.reward)
-    evaluations["fixed_workflow"], records["fixed_workflow"] = summarize(recs), recs
-    timings["eval_fixed_workflow"] = time.perf_counter() - t
-    log(f"[conductor] fixed workflow {'->'.join(cfg.fixed_workflow)}: EX {evaluations['fixed_workflow']['ex']:.3f}")
-    evaluate("untrained_policy", new_model(p.shape, tok, cfg.seed + 1))
-
-    t = time.perf_counter()
-    reasoner = CachedReasoner(augmented_reasoning, run_dir / "reasoning_cache.json")
-    batcher = CallBatcher(sampled_actions)
-    searches = batcher.run(
+def search_stage(run: ConductorRun) -> list:
+    """MCTS exploration of every exploration question with stability re-executions and reasoning augmentation
+    (``run_dir/search/searches.pkl``: the ``QuestionSearch``es, their states without the env)."""
+    out = run.run_dir / "search" / "searches.pkl"
+    if run.skip("search"):
+        return pickle.loads(out.read_bytes())
+    cfg, t = run.cfg, time.perf_counter()
+    reasoner = CachedReasoner(augmented_reasoning, run.run_dir / "reasoning_cache.json")
+    searches = CallBatcher(run.sampled_actions).run(
         [
             lambda call, ex=ex: explore_question(
-                ex.question_id, bind(initial_state(ex, env), call), ex.gold_sql, cfg.explore, cfg.rl.reward, reasoner
+                ex.question_id,
+                bind(initial_state(ex, run.env), call),
+                ex.gold_sql,
+                cfg.explore,
+                cfg.rl.reward,
+                reasoner,
             )
-            for ex in explore_ex
+            for ex in run.explore_ex
         ]
     )
     reasoner.save()
+    searches = [_without_env(s) for s in searches]
+    run.stage_dir("search")
+    out.write_bytes(pickle.dumps(searches))
+    found = sum(s.successful > 0 for s in searches)
+    solved = sum(s.best_stability > 0 for s in searches)
+    run.log(
+        f"[conductor] exploration: {found}/{len(searches)} questions with a successful MCTS workflow, {solved} "
+        f"of them reproduced on re-execution"
+    )
+    run.finish(
+        "search",
+        {"questions": len(searches), "mcts_success": found, "stable": solved, "seconds": time.perf_counter() - t},
+    )
+    return searches
+
+
+def curation_stage(run: ConductorRun, searches) -> list:
+    """Top-k stable workflows per question with power-normalised weights (``run_dir/curation/curated.jsonl`` to
+    read, ``curated.pkl`` with the trajectories)."""
+    out = run.run_dir / "curation" / "curated.pkl"
+    if run.skip("curation"):
+        return pickle.loads(out.read_bytes())
+    p = run.cfg.policy
     curated = [
         c
         for s in searches
         for c in curate_question(s.question_id, s.scores, s.representatives, k=p.top_k, alpha=p.alpha)
     ]
-    timings["exploration"] = time.perf_counter() - t
-    found = sum(s.successful > 0 for s in searches)
-    solved = sum(s.best_stability > 0 for s in searches)
-    log(
-        f"[conductor] exploration: {found}/{len(searches)} questions with a successful MCTS workflow, {solved} "
-        f"of them reproduced on re-execution; {len(curated)} curated workflows"
-    )
-    _write_curated(run_dir / "curated.jsonl", curated)
+    _write_curated(run.stage_dir("curation") / "curated.jsonl", curated)
+    out.write_bytes(pickle.dumps(curated))
+    run.log(f"[conductor] {len(curated)} curated workflows")
+    run.finish("curation", {"curated_workflows": len(curated)})
+    return curated
 
-    t = time.perf_counter()
+
+def policy_sft_stage(run: ConductorRun, curated) -> None:
+    """Stability-weighted SFT of a fresh policy with <results> masked (``run_dir/policy_sft/``)."""
+    if run.skip("policy_sft"):
+        return
+    cfg, tok, p, t = run.cfg, run.tok, run.cfg.policy, time.perf_counter()
     samples = [SFTSample(*map(tuple, results_mask(tok, c.trajectory)), weight=c.weight) for c in curated]
-    policy = new_model(p.shape, tok, cfg.seed + 1)
+    policy, curve = new_model(p.shape, tok, cfg.seed + 1), []
     if samples:
-        policy, policy_curve = train_sft(
+        policy, curve = train_sft(
             policy,
             samples,
             steps=p.sft_steps,
             batch_size=p.batch_size,
             lr=p.lr,
-            pad_id=tok.pad_token_id,
+            pad_id=pad_id(tok),
             seed=cfg.seed,
             reduction="sequence_mean",
             max_len=p.shape.max_len,
-            log=log,
-            on_log=to_tensorboard("policy_sft"),
+            log=run.log,
+            on_log=run.to_tensorboard("policy_sft"),
             desc="policy sft",
-            **trainers("policy_sft"),
+            **run.trainer("policy_sft"),
             checkpoint_every=cfg.checkpoint_every,
         )
     else:
-        policy_curve = []
-        log("[conductor] no successful workflow was explored: the SFT policy stays untrained")
-    save_pretrained(policy, run_dir / "policy_sft")
-    timings["policy_sft"] = time.perf_counter() - t
-    evaluate("sft_policy", policy)
+        run.log("[conductor] no successful workflow was explored: the SFT policy stays untrained")
+    save_pretrained(policy, run.run_dir / "policy_sft")
+    run.finish("policy_sft", {"loss_curve": curve, "seconds": time.perf_counter() - t})
 
-    t = time.perf_counter()
-    hard = curriculum(explore_ex, {s.question_id: s.best_stability for s in searches}, cfg.rl.hard_threshold)
-    policy, rl_history = train_grpo(
-        policy,
+
+def rl_stage(run: ConductorRun, searches) -> None:
+    """Curriculum GRPO of the SFT policy on the hard exploration questions (``run_dir/policy_sft_rl/``)."""
+    if run.skip("policy_sft_rl"):
+        return
+    cfg, t = run.cfg, time.perf_counter()
+    hard = curriculum(run.explore_ex, {s.question_id: s.best_stability for s in searches}, cfg.rl.hard_threshold)
+    policy, history = train_grpo(
+        from_pretrained(run.run_dir / "policy_sft"),
         hard,
-        env,
-        tok,
-        policy_server,
-        greedy_actions,
+        run.env,
+        run.tok,
+        run.policy_server,
+        run.greedy_actions,
         cfg.rl,
         cfg.rl.reward,
-        max_steps=p.max_steps,
-        pad_id=tok.pad_token_id,
+        max_steps=cfg.policy.max_steps,
+        pad_id=pad_id(run.tok),
         seed=cfg.seed,
-        log=log,
-        on_log=to_tensorboard("grpo"),
-        **trainers("grpo"),
+        log=run.log,
+        on_log=run.to_tensorboard("grpo"),
+        **run.trainer("grpo"),
     )
-    save_pretrained(policy, run_dir / "policy_sft_rl")
-    timings["grpo"] = time.perf_counter() - t
-    evaluate("sft_rl_policy", policy)
+    save_pretrained(policy, run.run_dir / "policy_sft_rl")
+    run.finish("policy_sft_rl", {"hard_questions": len(hard), "history": history, "seconds": time.perf_counter() - t})
 
+
+def evaluation_stage(run: ConductorRun) -> dict:
+    """Online inference of the fixed workflow and each policy on the evaluation questions; each method's records
+    in ``run_dir/evaluation/<method>.jsonl`` (a method already evaluated is read back). ``{method: records}``."""
+    cfg, out = run.cfg, run.stage_dir("evaluation")
+    models = {
+        "untrained_policy": lambda: new_model(cfg.policy.shape, run.tok, cfg.seed + 1),
+        "sft_policy": lambda: from_pretrained(run.run_dir / "policy_sft"),
+        "sft_rl_policy": lambda: from_pretrained(run.run_dir / "policy_sft_rl"),
+    }
+    records, seconds = {}, {}
+    for method in METHODS:
+        path = out / f"{method}.jsonl"
+        if path.exists():
+            records[method] = _read_records(path)
+            continue
+        t = time.perf_counter()
+        if method == "fixed_workflow":
+            recs = run_fixed_workflow(
+                run.test_ex, run.env, run.tok, run.greedy_actions, cfg.fixed_workflow, cfg.rl.reward
+            )
+        else:
+            recs, _ = run_policy_episodes(
+                run.test_ex,
+                run.env,
+                run.tok,
+                run.policy_server(models[method]()),
+                run.greedy_actions,
+                max_steps=cfg.policy.max_steps,
+                reward_cfg=cfg.rl.reward,
+            )
+        seconds[method] = time.perf_counter() - t
+        path.write_text("".join(json.dumps(dataclasses.asdict(r), default=str) + "\n" for r in recs))
+        records[method] = recs
+        s = summarize(recs)
+        run.log(f"[conductor] {method}: EX {s['ex']:.3f}, calls {s['mean_action_calls']:.2f}")
+    if not run.is_done("evaluation"):
+        run.finish("evaluation", {"seconds": seconds})
+    return records
+
+
+def report(run: ConductorRun, records: dict, *, action_curve: list, total_s: float) -> dict:
+    """``results.json`` (summaries, evidence, exploration, curves, timings), the figure, episodes.jsonl and the
+    final TensorBoard scalars, from the stages' outputs."""
+    cfg, d, run_dir = run.cfg, run.cfg.data, run.run_dir
+    evaluations = {m: summarize(recs) for m, recs in records.items()}
+    search, rl = run.metrics("search"), run.metrics("policy_sft_rl")
+    stage_seconds = {s: run.metrics(s).get("seconds") for s in ("search", "policy_sft", "policy_sft_rl")}
+    timings = {
+        "action_model_sft": run.metrics("action_model")["seconds"] if run.is_done("action_model") else 0.0,
+        "exploration": stage_seconds["search"],
+        "policy_sft": stage_seconds["policy_sft"],
+        "grpo": stage_seconds["policy_sft_rl"],
+        **{f"eval_{m}": s for m, s in run.metrics("evaluation")["seconds"].items()},
+    }
     figure = plot_workflow_lengths(evaluations, run_dir / "workflow_lengths.png")
     results = {
         "benchmark": (
@@ -279,34 +273,34 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
             f", value typo rate {d.value_typo_rate}"
         ),
         "eval_on": d.eval_on,
-        "eval_databases": sorted({ex.db_id for ex in test_ex}),
-        "train_databases": sorted({ex.db_id for ex in train_ex}),
-        "action_models": externals.report(),
+        "eval_databases": sorted({ex.db_id for ex in run.test_ex}),
+        "train_databases": sorted({ex.db_id for ex in run.train_ex}),
+        "action_models": run.externals.report(),
         "evaluations": evaluations,
         **evidence(records, seed=cfg.seed),
         "figure": str(figure) if figure else None,
         "exploration": {
-            "questions": len(searches),
-            "mcts_success": found,
-            "stable": solved,
-            "curated_workflows": len(curated),
-            "hard_questions": len(hard),
+            "questions": search["questions"],
+            "mcts_success": search["mcts_success"],
+            "stable": search["stable"],
+            "curated_workflows": run.metrics("curation")["curated_workflows"],
+            "hard_questions": rl["hard_questions"],
         },
         "action_model_loss": action_curve,
-        "policy_sft_loss": policy_curve,
-        "rl_history": rl_history,
+        "policy_sft_loss": run.metrics("policy_sft")["loss_curve"],
+        "rl_history": rl["history"],
         "timings_s": timings,
-        "total_s": time.perf_counter() - t_start,
+        "total_s": total_s,
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     for method, summary in evaluations.items():  # one run per method: TensorBoard overlays them per metric
-        scalars.write(
+        run.scalars.write(
             f"eval/{method}",
             {k: v for k, v in summary.items() if k not in ("length_hist", "action_counts")},
             step=0,
             prefix="final/",
         )
-    scalars.close()
+    run.scalars.close()
     with open(run_dir / "episodes.jsonl", "w") as f:
         for method, recs in records.items():
             for r in recs:
@@ -314,20 +308,16 @@ def run_pipeline(cfg, *, log=tqdm.write) -> dict:
     return results
 
 
-def _trainer_options(cfg, run_dir: Path, mesh):
-    """``trainers(name)``: the mesh, micro-batches and checkpoint directory of trainer ``name``. With several
-    processes each computes the run on its own (``run.py``) and none checkpoints: Orbax saves collectively
-    across processes, which these independent copies are not."""
+def _without_env(search):
+    """A ``QuestionSearch`` whose states drop their env (action-model handles, caches: not picklable, not needed
+    after the search)."""
+    reps = {w: dataclasses.replace(s, env=None) for w, s in search.representatives.items()}
+    return dataclasses.replace(search, representatives=reps)
 
-    def options(name: str) -> dict:
-        resumable = process_count() == 1
-        return {
-            "mesh": mesh,
-            "micro_batches": cfg.mesh.micro_batches,
-            "checkpoint_dir": run_dir / "checkpoints" / name if resumable else None,
-        }
 
-    return options
+def _read_records(path: Path) -> list:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [EpisodeRecord(**{**r, "workflow": tuple(r["workflow"])}) for r in rows]
 
 
 def _write_curated(path: Path, curated) -> None:

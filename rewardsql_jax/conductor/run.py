@@ -17,8 +17,8 @@ from tqdm.auto import tqdm
 from rewardsql_jax.distributed import barrier, is_primary
 
 from .config import ConductorRunConfig
-from .pipeline import run_pipeline
-from .report import summary_lines
+from .evaluation.report import summary_lines
+from .pipeline import run_stages
 
 
 def run_conductor(config: ConductorRunConfig, *, log=tqdm.write) -> dict:
@@ -28,12 +28,12 @@ def run_conductor(config: ConductorRunConfig, *, log=tqdm.write) -> dict:
             f"run_conductor needs a ConductorRunConfig (configs/conductor_*.py), got {type(config).__name__}"
         )
     if is_primary():
-        results = run_pipeline(config, log=log)
+        results = run_stages(config, log=log)
     else:
         # Its models are small: every process computes the same run from the same seeds on its own devices (no
         # work is split yet); the others write into a private scratch directory, the primary alone into run_dir.
         with tempfile.TemporaryDirectory(prefix="conductor_") as scratch:
-            results = run_pipeline(dataclasses.replace(config, run_dir=scratch), log=lambda *_: None)
+            results = run_stages(dataclasses.replace(config, run_dir=scratch), log=lambda *_: None)
     barrier("conductor finished")
     return results
 

@@ -28,8 +28,23 @@ if TYPE_CHECKING:
     from rewardsql_jax.sql import ExecutorPool
 
 
+class StageDirs:
+    """A run's stage directories, ``run_dir/<stage>/``, and their done marker ``metrics.json`` (the Reward-SQL
+    stages' and SQLConductor's)."""
+
+    run_dir: Path
+
+    def stage_dir(self, stage: str) -> Path:
+        path = self.run_dir / stage
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def is_done(self, stage: str) -> bool:
+        return (self.run_dir / stage / "metrics.json").exists()
+
+
 @dataclasses.dataclass
-class RunContext:
+class RunContext(StageDirs):
     """Mutable per-run handles (the config itself stays frozen)."""
 
     config: RunConfig
@@ -45,14 +60,6 @@ class RunContext:
         if is_primary():
             save_config(config, run_dir / "config.json")
         return cls(config=config, run_dir=run_dir)
-
-    def stage_dir(self, stage: str) -> Path:
-        path = self.run_dir / stage
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def is_done(self, stage: str) -> bool:
-        return (self.run_dir / stage / "metrics.json").exists()
 
     def finish(self, stage: str, metrics: dict) -> dict:
         """Write the stage's metrics (marks it done for resume), append them to the run's JSONL log and write

@@ -11,7 +11,9 @@
   update     ``rl.epochs`` passes of ``rl.mini_batches`` optimizer steps of the algorithm's loss over the batch
              (default one step on the whole batch; ``mesh.micro_batches`` only splits a step for memory)
 
-``rl_iteration(inputs, state, step)`` is that iteration; ``RLInputs`` holds everything it reads.
+``rl_iteration(inputs, state, step)`` is that iteration; ``RLInputs`` holds everything it reads. Where the rollouts
+come from is its source: ``PromptSource`` here (prompts -> sampler -> SQL pool -> PRM), SQLConductor's
+``EpisodeSource`` (multi-step orchestration episodes) in its curriculum GRPO.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import jax
 
@@ -48,23 +50,91 @@ PHASES = ("generate", "execute", "reward", "advantage", "update")
 
 
 @dataclasses.dataclass(frozen=True)
-class RLInputs:
-    """What an online iteration reads: the config, the algorithm, its questions, the sampler, the PRM scorer
-    (None when the reward does not use it: ``uses_prm``), the jitted train step and the batch layout."""
+class PromptSource:
+    """The Reward-SQL pipeline's rollout source: ``rl.samples_per_prompt`` completions of each of
+    ``rl.prompts_per_step`` questions drawn by (seed, step, draw), executed and scored on the host, PRM step scores
+    when the reward uses them (``scorer``; None otherwise), laid out as ``RLBatch`` / ``GroupedRLBatch`` rows."""
 
     rl: RLConfig
     seed: int
-    algorithm: OnlineAlgorithm
     data: RLData
     sampler: RolloutSampler
     scorer: PRMScorer | None
-    step_fn: Callable
     pad_id: int
 
     @property
     def completion_length(self) -> int | None:
         """Shared-prefix batches (each prompt once per group) are completion-aligned to ``max_new_tokens``."""
         return self.rl.max_new_tokens if self.rl.shared_prefix else None
+
+    def sample(self, state, step: int, draw: int, timer: PhaseTimer):
+        """The generate, execute and reward phases of one draw of questions: ``(rollouts, PRM scores or None)``."""
+        data, rl = self.data, self.rl
+        idx = pick_questions(len(data.records), rl.prompts_per_step, self.seed, step, draw)
+        with timer.phase("generate"):
+            seed = self.seed * 100_003 + step + 1_000_003 * draw
+            pending = self.sampler.generate(
+                state.model(), [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx], seed=seed
+            )
+        with timer.phase("execute"):
+            ro = pending.collect()
+        with timer.phase("reward"):
+            scores = (
+                prm_scores(self.scorer, [r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+                if self.scorer is not None
+                else None
+            )
+        return ro, scores
+
+    def concat(self, parts):
+        """The rollouts of several draws as one batch (``rl.filter_groups``)."""
+        return concat_rollouts(parts)
+
+    def train_batch(self, ro, upd):
+        return rl_update.train_batch(
+            ro,
+            upd,
+            group_size=self.rl.samples_per_prompt,
+            length=self.data.length,
+            pad_id=self.pad_id,
+            completion_length=self.completion_length,
+        )
+
+    def record(self, step: int, ro, upd, metrics: dict, phases: dict, seconds: float) -> dict:
+        rec = step_record(step, ro, upd, metrics, phases, seconds)
+        # groups with a right and a wrong answer: what the outcome reward can teach
+        rec["outcome_informative_groups"] = int(
+            informative_groups(ro.outcomes.rewards, self.rl.samples_per_prompt).sum()
+        )
+        return rec
+
+
+class RolloutSource(Protocol):
+    """Where an online iteration's rollouts come from (``RLInputs``' docstring)."""
+
+    def sample(self, state, step: int, draw: int, timer: PhaseTimer) -> tuple: ...
+
+    def train_batch(self, rollouts, update): ...
+
+    def record(self, step: int, rollouts, update, metrics, phases: dict, seconds: float) -> dict: ...
+
+    def concat(self, parts): ...
+
+
+@dataclasses.dataclass(frozen=True)
+class RLInputs:
+    """What an online iteration reads: the config (``rl``: samples_per_prompt, prompts_per_step, epochs,
+    mini_batches, filter_groups), the algorithm, the rollout source and the jitted train step.
+
+    A source (``PromptSource``; SQLConductor's ``EpisodeSource``) has ``sample(state, step, draw, timer) ->
+    (rollouts, scores)`` (the generate / execute / reward phases), ``train_batch(rollouts, update)`` (None: nothing
+    to learn, no optimizer step), ``record(step, rollouts, update, metrics or None, phase seconds, seconds)`` (the
+    logged record) and, for ``rl.filter_groups``, ``concat(parts)`` of rollouts with ``take(rows)``."""
+
+    rl: Any  # RLConfig, or SQLConductor's ConductorRLConfig (the same names for the settings above)
+    algorithm: OnlineAlgorithm
+    source: RolloutSource
+    step_fn: Callable
 
 
 class PhaseTimer:
@@ -84,25 +154,26 @@ class PhaseTimer:
 
 def rl_iteration(inputs: RLInputs, state, step: int):
     """One online RL step (module docstring); returns ``(state, record)``, the record being what the log holds."""
-    rl, algo = inputs.rl, inputs.algorithm
+    rl, algo, source = inputs.rl, inputs.algorithm, inputs.source
     timer, t0 = PhaseTimer(), time.perf_counter()
-    draws = rl.filter_groups_max_draws if rl.filter_groups else 1
+    filtering = getattr(rl, "filter_groups", False)  # a config without the setting (SQLConductor's): off
+    draws = rl.filter_groups_max_draws if filtering else 1
     parts, scores, flags = [], [], []
     for draw in range(draws):  # one draw unless dynamic sampling asks for groups with spread
-        ro, sc = _sample_and_score(inputs, state, step, draw, timer)
+        ro, sc = source.sample(state, step, draw, timer)
         parts.append(ro)
         scores.append(sc)
-        if not rl.filter_groups:
+        if not filtering:
             break
         with timer.phase("advantage"):
             flags.append(informative_groups(algo.update(ro, sc, rl).rewards, rl.samples_per_prompt))
         if sum(int(f.sum()) for f in flags) >= rl.prompts_per_step:
             break
     ro, sc, extra = parts[0], scores[0], {}
-    if rl.filter_groups:
+    if filtering:
         chosen = choose_groups(flags, rl.prompts_per_step)
         rows = group_rows(chosen, rl.samples_per_prompt, [len(p.token_ids) for p in parts])
-        ro = concat_rollouts(parts).take(rows)
+        ro = source.concat(parts).take(rows)
         if sc is not None:
             every_score = [x for part in scores for x in part]
             sc = [every_score[r] for r in rows]
@@ -113,46 +184,19 @@ def rl_iteration(inputs: RLInputs, state, step: int):
         }
     with timer.phase("advantage"):
         upd = algo.update(ro, sc, rl)
-        if not rl.filter_groups:  # groups whose rewards differ: the only ones a group-normalised update learns from
+        if not filtering:  # groups whose rewards differ: the only ones a group-normalised update learns from
             extra = {"informative_groups": int(informative_groups(upd.rewards, rl.samples_per_prompt).sum())}
-        # groups with a right and a wrong answer: what the outcome reward can teach
-        extra["outcome_informative_groups"] = int(informative_groups(ro.outcomes.rewards, rl.samples_per_prompt).sum())
-        batch = rl_update.train_batch(
-            ro,
-            upd,
-            group_size=rl.samples_per_prompt,
-            length=inputs.data.length,
-            pad_id=inputs.pad_id,
-            completion_length=inputs.completion_length,
-        )
-    with timer.phase("update"):  # rl.epochs passes of rl.mini_batches optimizer steps over the rollouts
-        ms = []
-        for _epoch in range(rl.epochs):
-            for part in rl_update.mini_batches(batch, rl.mini_batches):
-                state, m = inputs.step_fn(state, part)
-                ms.append(m)
-        metrics = rl_update.mean_metrics(jax.device_get(ms))
-    return state, {**step_record(step, ro, upd, metrics, timer.seconds, time.perf_counter() - t0), **extra}
-
-
-def _sample_and_score(inputs: RLInputs, state, step: int, draw: int, timer: PhaseTimer):
-    """The generate, execute and reward phases of one draw of questions."""
-    data, rl = inputs.data, inputs.rl
-    idx = pick_questions(len(data.records), rl.prompts_per_step, inputs.seed, step, draw)
-    with timer.phase("generate"):
-        seed = inputs.seed * 100_003 + step + 1_000_003 * draw
-        pending = inputs.sampler.generate(
-            state.model(), [data.records[i] for i in idx], [data.prompt_ids[i] for i in idx], seed=seed
-        )
-    with timer.phase("execute"):
-        ro = pending.collect()
-    with timer.phase("reward"):
-        scores = (
-            prm_scores(inputs.scorer, [r["prompt"] for r in ro.records], [c.text for c in ro.completions])
-            if inputs.scorer is not None
-            else None
-        )
-    return ro, scores
+        batch = source.train_batch(ro, upd)
+    metrics = None
+    if batch is not None:
+        with timer.phase("update"):  # rl.epochs passes of rl.mini_batches optimizer steps over the rollouts
+            ms = []
+            for _epoch in range(rl.epochs):
+                for part in rl_update.mini_batches(batch, rl.mini_batches):
+                    state, m = inputs.step_fn(state, part)
+                    ms.append(m)
+            metrics = rl_update.mean_metrics(jax.device_get(ms))
+    return state, {**source.record(step, ro, upd, metrics, timer.seconds, time.perf_counter() - t0), **extra}
 
 
 def step_record(step: int, ro, upd, m: dict, phases: dict, seconds: float) -> dict:
@@ -202,16 +246,10 @@ def run_online(ctx: RunContext) -> dict:
         prompts_per_call=sampler_prompts(rl),
     )
     data = rl_data(ctx)
-    inputs = RLInputs(
-        rl=rl,
-        seed=cfg.seed,
-        algorithm=algo,
-        data=data,
-        sampler=sampler,
-        scorer=prm_scorer_if_needed(ctx),
-        step_fn=step_fn,
-        pad_id=pad_id(tok),
+    source = PromptSource(
+        rl=rl, seed=cfg.seed, data=data, sampler=sampler, scorer=prm_scorer_if_needed(ctx), pad_id=pad_id(tok)
     )
+    inputs = RLInputs(rl=rl, algorithm=algo, source=source, step_fn=step_fn)
     try:
         run = fit(
             state,
@@ -229,6 +267,6 @@ def run_online(ctx: RunContext) -> dict:
     metrics = online_metrics(rl, history, resumed_from=run.resumed_from, dropped=data.dropped_too_long)
     # the host work (decode, execute, score) each process did: its own rows only
     metrics["rows_scored_per_process"] = all_gather_objects("rl rows scored", sampler.rows_scored)
-    if inputs.scorer is not None:
-        metrics["prm_placement"] = placement(inputs.scorer.model)
+    if source.scorer is not None:
+        metrics["prm_placement"] = placement(source.scorer.model)
     return ctx.finish("rl", metrics)

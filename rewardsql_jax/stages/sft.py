@@ -16,7 +16,7 @@ from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.collate import batch_indices, bucket_length, encode_pair, sft_arrays
-from rewardsql_jax.training.fit import fit
+from rewardsql_jax.training.fit import FitResult, fit
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.prefix_groups import (
     grouped_sft_batch,
@@ -43,9 +43,6 @@ def run_sft(ctx: RunContext) -> dict:
     encoded = [e for e in encoded if len(e[0]) <= cfg.model.max_len]
     if not encoded:
         raise ValueError(f"every SFT example is longer than model.max_len={cfg.model.max_len}; raise it")
-    model, mesh = new_or_pretrained_policy(ctx), ctx.mesh()
-    if mesh is not None:
-        model = shard_model(model, mesh)
     s = cfg.sft
     opt = OptimizerConfig(
         learning_rate=s.lr,
@@ -56,23 +53,26 @@ def run_sft(ctx: RunContext) -> dict:
         total_steps=s.steps,
         min_lr_ratio=0.1,
     )
-    state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
-    pad = pad_id(tok)
     # the loss covers the target only (~20% of a row): project just those positions onto the vocabulary
     targets = -(-max(sum(e[1]) for e in encoded) // 16) * 16
-    step_fn = make_train_step(
-        state.graphdef, "sft", {"target_tokens": targets}, mesh=mesh, micro_batches=cfg.mesh.micro_batches
-    )
-    make_batch = _batches(encoded, keys, s, cfg.seed, pad)
+    make_batch = _batches(encoded, keys, s, cfg.seed, pad_id(tok))
     tokens, t0 = [0], time.perf_counter()
 
-    def step(state, i):
-        batch, n_tokens = make_batch(i)
+    def batch(i):
+        b, n_tokens = make_batch(i)
         tokens[0] += n_tokens
-        state, m = step_fn(state, batch)
-        return state, {"loss": m["loss"], "grad_norm": m["grad_norm"]}
+        return b
 
-    run = fit(state, step, **ctx.fit_options("sft", steps=s.steps, checkpoint_every=s.checkpoint_every))
+    run = train_sft(
+        new_or_pretrained_policy(ctx),
+        batch,
+        opt=opt,
+        seed=cfg.seed,
+        loss_options={"target_tokens": targets},
+        mesh=ctx.mesh(),
+        micro_batches=cfg.mesh.micro_batches,
+        **ctx.fit_options("sft", steps=s.steps, checkpoint_every=s.checkpoint_every),
+    )
     state, losses = run.state, [(h["step"], h["loss"]) for h in run.history]
     jax.block_until_ready(state.params)
     elapsed = time.perf_counter() - t0
@@ -94,6 +94,51 @@ def run_sft(ctx: RunContext) -> dict:
     )
 
 
+def train_sft(
+    model,
+    batch,
+    *,
+    opt: OptimizerConfig,
+    seed: int,
+    loss_options: dict,
+    mesh=None,
+    micro_batches: int = 1,
+    **fit_options,
+) -> FitResult:
+    """The SFT trainer (this stage's, and SQLConductor's action model and policy): ``model`` (sharded over ``mesh``)
+    trained by the jitted ``"sft"`` train step (``loss_options``; ``micro_batches`` for exact gradient accumulation)
+    on ``batch(i)``, step i's ``SFTBatch`` / ``GroupedSFTBatch``, under ``training.fit`` (``fit_options``: steps,
+    progress label, logging, checkpoints; a run with checkpoints resumes from its newest one)."""
+    if mesh is not None:
+        model = shard_model(model, mesh)
+    state = create_train_state(model, make_optimizer(opt), seed=seed)
+    step_fn = make_train_step(state.graphdef, "sft", loss_options, mesh=mesh, micro_batches=micro_batches)
+
+    def step(state, i):
+        state, m = step_fn(state, batch(i))
+        return state, {"loss": m["loss"], "grad_norm": m["grad_norm"]}  # fetched on logged steps
+
+    return fit(state, step, **fit_options)
+
+
+def sft_batches(encoded, *, batch_size: int, steps: int, seed: int, pad: int, weights=None):
+    """``batch(i) -> (SFTBatch of step i, tokens it holds)`` over ``encoded`` (ids, loss_mask) pairs: step i takes
+    batch i of ``batch_indices(seed)`` (so a resumed run sees the same batches), one padded length for the whole run
+    (one compile). ``weights``: one per example, each sequence's loss weight (``SFTBatch.weights``)."""
+    length = bucket_length(max(len(e[0]) for e in encoded))
+    rows = list(batch_indices(len(encoded), batch_size, steps, seed))
+    w = None if weights is None else np.asarray(weights, np.float32)
+
+    def independent(i):
+        ids, attn, loss_mask = sft_arrays([encoded[j] for j in rows[i]], length, pad)
+        batch = SFTBatch(
+            input_ids=ids, attention_mask=attn, loss_mask=loss_mask, weights=None if w is None else w[rows[i]]
+        )
+        return batch, int(attn.sum())
+
+    return independent
+
+
 def _batches(encoded, keys, s, seed: int, pad: int):
     """``batch(i) -> (train batch of step i, tokens it holds)``, one shape for the whole run (one compile):
     ``SFTBatch`` rows, or with ``sft.prefix_group`` > 1 a ``GroupedSFTBatch`` whose groups of one database
@@ -110,11 +155,4 @@ def _batches(encoded, keys, s, seed: int, pad: int):
             return batch, n
 
         return grouped
-    length = bucket_length(max(len(e[0]) for e in encoded))
-    rows = list(batch_indices(len(encoded), s.batch_size, s.steps, seed))
-
-    def independent(i):
-        ids, attn, loss_mask = sft_arrays([encoded[j] for j in rows[i]], length, pad)
-        return SFTBatch(input_ids=ids, attention_mask=attn, loss_mask=loss_mask), int(attn.sum())
-
-    return independent
+    return sft_batches(encoded, batch_size=s.batch_size, steps=s.steps, seed=seed, pad=pad)

@@ -1,6 +1,6 @@
 """Scripted action model for conductor tests (no model weights)."""
 
-from rewardsql_jax.conductor.env import Completion, Env
+from rewardsql_jax.conductor.actions.env import Completion, Env
 
 
 def scripted_env(answers):

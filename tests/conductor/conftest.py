@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tokenizer(tmp_path_factory):
-    from rewardsql_jax.conductor.tokenizer import build_tokenizer
+    from rewardsql_jax.conductor.training.tokenizer import build_tokenizer
 
     texts = [
         "question: How many singers are from Brazil?\n<reasoning>Write a first SQL query.</reasoning>"

@@ -17,8 +17,8 @@ def test_default_and_smoke_configs_load_and_override():
 def test_bad_values_give_one_clear_message():
     with pytest.raises(ValueError, match="unknown actions"):
         ConductorRunConfig(fixed_workflow=("generate_sql", "teleport"))
-    with pytest.raises(ValueError, match="group_size must be >= 2"):
-        ConductorRLConfig(group_size=1)
+    with pytest.raises(ValueError, match="samples_per_prompt must be >= 2"):
+        ConductorRLConfig(samples_per_prompt=1)
     with pytest.raises(ValueError, match="eval_on"):
         ConductorData(eval_on="dev")
     with pytest.raises(ValueError, match="reward lam"):
@@ -46,3 +46,14 @@ def test_the_default_evaluates_on_at_least_200_questions(tmp_path, eval_on):
     )
     assert len(ev) >= 200 and 100 / len(ev) <= 0.5 and len({e.question_id for e in ev}) == len(ev)
     assert len(tr) >= 480  # no fewer training questions than before the evaluation set grew
+
+
+def test_an_old_rl_name_fails_naming_the_pipeline_name():
+    """rl.group_size is rl.samples_per_prompt, as in the pipeline's RLConfig: the old name, as an override or a
+    keyword, stops with the new key named (not a list of every known field)."""
+    cfg = load_config("configs/conductor_smoke.py")
+    with pytest.raises(ValueError, match=r"override rl.group_size=3: rl.group_size was renamed rl.samples_per_prompt"):
+        apply_overrides(cfg, ["rl.group_size=3"])
+    with pytest.raises(ValueError, match=r"renamed rl.samples_per_prompt .*ConductorRLConfig\(samples_per_prompt="):
+        ConductorRLConfig(group_size=3)
+    assert apply_overrides(cfg, ["rl.samples_per_prompt=3"]).rl.samples_per_prompt == 3

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from rewardsql_jax.conductor.train import new_model
+from rewardsql_jax.conductor.training.sft import new_model
 from rewardsql_jax.models import fresh_config, fresh_model
 from rewardsql_jax.planning.from_run import model_config_of
 from rewardsql_jax.stages.context import RunContext

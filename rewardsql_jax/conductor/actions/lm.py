@@ -1,0 +1,85 @@
+"""Batched model calls for the conductor: the frozen action model and the orchestration policy.
+
+Both are served through ``rewardsql_jax.sampling.generate``. Batches are padded to a power of two
+(repeating the first row) so the sampler compiles a handful of shapes instead of one per batch size.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from rewardsql_jax.sampling import generate
+
+from .env import Completion
+
+
+def _pad_batch(rows: list) -> list:
+    n = 1 << (len(rows) - 1).bit_length()
+    return rows + [rows[0]] * (n - len(rows))
+
+
+class ModelServer:
+    """``serve(list of token-id prompts) -> list of (new ids without the stop token, logprobs, stopped)``."""
+
+    def __init__(
+        self,
+        model,
+        *,
+        stop_ids,
+        pad_id: int,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        max_len: int | None = None,
+    ):
+        self.model, self.stop_ids, self.pad_id = model, tuple(stop_ids), pad_id
+        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
+        self.max_len = max_len or model.config.max_position_embeddings
+        self._seeds = itertools.count(seed * 1_000_003)
+
+    def serve(self, prompts: list) -> list:
+        limit = self.max_len - self.max_new_tokens
+        prompts = [list(p)[-limit:] for p in prompts]  # keep the most recent context if too long
+        res = generate(
+            self.model,
+            _pad_batch(prompts),
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            eos_token_id=list(self.stop_ids),
+            seed=next(self._seeds),
+            pad_id=self.pad_id,
+        )
+        out = []
+        for i in range(len(prompts)):
+            toks, lps = list(res.tokens[i]), list(res.logprobs[i])
+            out.append((toks, lps, bool(res.finished[i])))
+        return out
+
+
+def action_handler(server: ModelServer, tokenizer):
+    """Handler for ``CallBatcher``: action prompts (text) -> ``Completion``s (EOS stripped)."""
+
+    def handle(prompts: list) -> list:
+        encoded = [tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
+        outs = server.serve(encoded)
+        return [
+            Completion(
+                tokenizer.decode([t for t in toks if t not in server.stop_ids], skip_special_tokens=True),
+                len(ids),
+                len(toks),
+            )
+            for ids, (toks, _, _) in zip(encoded, outs)
+        ]
+
+    return handle
+
+
+def action_handlers(actions, tokenizer) -> dict:
+    """``CallBatcher`` handlers of the action models: ``actions`` is a ``ModelServer`` of the built-in model
+    (call kind ``"action"``, prompts encoded with ``tokenizer``) or already ``{call kind: handler}`` (the built-in
+    model and / or a user's checkpoints, ``models.ActionModels.handlers``)."""
+    if isinstance(actions, dict):
+        return dict(actions)
+    return {"action": action_handler(actions, tokenizer)}

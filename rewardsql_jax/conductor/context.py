@@ -1,0 +1,196 @@
+"""What SQLConductor's stages share (``pipeline.py``), and ``setup``, which makes it: the questions, the action models' handlers, the tokenizer,
+the trainers' mesh and checkpoints, and each stage's directory and done marker.
+
+Like the Reward-SQL pipeline's stages (``stages.context.RunContext``), a stage writes its artefacts under
+``run_dir/<stage>/`` and, when it has finished, ``metrics.json`` there; a stage whose ``metrics.json`` exists is
+skipped on a rerun and its outputs are read back instead, so a killed run resumes at the stage it was in (and
+that stage's trainer at its newest checkpoint under ``run_dir/checkpoints/``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rewardsql_jax.config import save_config
+from rewardsql_jax.data.builtin import make_builtin_benchmark
+from rewardsql_jax.distributed import process_count
+from rewardsql_jax.sampling.inputs import pad_id
+from rewardsql_jax.stages.context import StageDirs
+from rewardsql_jax.training.metrics_log import ScalarLog
+
+from .actions.data import action_examples
+from .actions.env import Completion, Env
+from .actions.format import format_results, format_step
+from .actions.lm import ModelServer
+from .actions.models import ActionModels
+from .actions.state import Candidate, State
+from .data import evaluation_split
+from .search.explore import SEARCH_ACTIONS
+from .search.reasoning import template_reasoning
+from .training.mesh import local_mesh
+from .training.tokenizer import build_tokenizer, saved_tokenizer, stop_ids
+from .training.trajectory import policy_prompt
+
+
+@dataclasses.dataclass
+class ConductorRun(StageDirs):
+    """One run's shared state. ``greedy_actions`` / ``sampled_actions``: ``CallBatcher`` handlers of the action
+    models (the built-in one joins them once its stage has run); ``log`` prints one line."""
+
+    cfg: object
+    run_dir: Path
+    log: Callable
+    train_ex: list
+    test_ex: list
+    explore_ex: list
+    env: object
+    externals: ActionModels
+    tok: object
+    pairs: list
+    mesh: object
+    scalars: ScalarLog
+    greedy_actions: dict
+    sampled_actions: dict
+
+    def metrics(self, stage: str) -> dict:
+        return json.loads((self.run_dir / stage / "metrics.json").read_text())
+
+    def finish(self, stage: str, metrics: dict) -> dict:
+        """Write the stage's metrics (marks it done for resume) and return them."""
+        metrics = {"stage": stage, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **metrics}
+        (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+        return metrics
+
+    def skip(self, stage: str) -> bool:
+        """True (and says so) when ``stage`` finished in an earlier run."""
+        if self.is_done(stage):
+            self.log(f"[conductor] {stage} already done in {self.run_dir} (resume): skipping")
+            return True
+        return False
+
+    def trainer(self, name: str) -> dict:
+        """The mesh, micro-batches and checkpoint directory of trainer ``name``. With several processes each
+        computes the run on its own (``run.py``) and none checkpoints: Orbax saves collectively across processes,
+        which these independent copies are not."""
+        resumable = process_count() == 1
+        return {
+            "mesh": self.mesh,
+            "micro_batches": self.cfg.mesh.micro_batches,
+            "checkpoint_dir": self.run_dir / "checkpoints" / name if resumable else None,
+        }
+
+    def to_tensorboard(self, run: str):
+        return lambda step, metrics: self.scalars.write(run, metrics, step=step)
+
+    def policy_server(self, model, temperature: float = 0.0, seed: int = 0) -> ModelServer:
+        p = self.cfg.policy
+        return ModelServer(
+            model,
+            stop_ids=stop_ids(self.tok),
+            pad_id=pad_id(self.tok),
+            max_new_tokens=p.max_new_tokens,
+            temperature=temperature,
+            seed=seed,
+            max_len=p.shape.max_len,
+        )
+
+
+def setup(cfg, log) -> ConductorRun:
+    """The questions, the user's action models, the tokenizer (read back when an earlier run trained it)."""
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.json")
+    d = cfg.data
+    train, test = make_builtin_benchmark(
+        run_dir / "data",
+        seed=cfg.seed,
+        n_train_dbs=d.n_train_dbs,
+        n_test_dbs=d.n_test_dbs,
+        questions_per_db=d.questions_per_db,
+    )
+    train_ex, test_ex = evaluation_split(
+        train.examples,
+        test.examples,
+        eval_on=d.eval_on,
+        heldout_every=d.heldout_every,
+        max_eval_questions=d.max_eval_questions,
+        value_typo_rate=d.value_typo_rate,
+        seed=cfg.seed,
+    )
+    externals = ActionModels(
+        cfg.actions,
+        max_new_tokens=cfg.action.max_new_tokens,
+        explore_temperature=cfg.action.explore_temperature,
+        seed=cfg.seed,
+    )
+    env = Env(complete=_unbound, routes=externals.routes)
+    rng = random.Random(cfg.seed)
+    pairs = [p for ex in train_ex for p in action_examples(ex, env, rng)]
+    tok_dir = run_dir / "tokenizer"
+    tok = saved_tokenizer(tok_dir)
+    if tok is None:
+        tok = build_tokenizer(
+            [p + t_ for p, t_ in pairs] + _policy_texts(train_ex), cfg.action.shape.vocab_size, tok_dir
+        )
+    log(
+        f"[conductor] {len(train_ex)} train / {len(test_ex)} test questions, {len(pairs)} action-model examples, "
+        f"vocab {len(tok)}"
+    )
+    for slot, served_by in externals.table.items():
+        log(f"[conductor] {slot}: {served_by}")
+    return ConductorRun(
+        cfg=cfg,
+        run_dir=run_dir,
+        log=log,
+        train_ex=train_ex,
+        test_ex=test_ex,
+        explore_ex=train_ex[: d.max_explore_questions] if d.max_explore_questions else train_ex,
+        env=env,
+        externals=externals,
+        tok=tok,
+        pairs=pairs,
+        mesh=local_mesh(cfg.mesh),
+        scalars=ScalarLog(run_dir / "tensorboard"),
+        greedy_actions=externals.handlers(greedy=True),
+        sampled_actions=externals.handlers(greedy=False),
+    )
+
+
+def _unbound(prompt: str) -> Completion:
+    raise RuntimeError("the action model is called outside a batched episode; use rollout.bind(state, call)")
+
+
+def _policy_texts(examples) -> list:
+    """Trajectory-like strings so the tokenizer learns the policy's vocabulary (reasoning, calls, results)."""
+    probes = [
+        State("q", "db"),
+        State("q", "db", candidates=(Candidate("s", "g", False, error="x"),), current=0),
+        State("q", "db", candidates=(Candidate("s", "g", True, 0),), current=0, values=("v",)),
+        State("q", "db", candidates=(Candidate("s", "g", True, 3),), current=0),
+    ]
+    steps = "".join(
+        format_step(template_reasoning(p, a), f"{a}()") + format_results("tables: a\nok, 3 rows")
+        for a in SEARCH_ACTIONS
+        for p in probes
+    )
+    return [policy_prompt(ex.question) + steps for ex in examples[:50]] + [steps] * 20
+
+
+def action_servers(cfg, tok, action_model):
+    pad, eos = pad_id(tok), tok.eos_token_id
+    a = cfg.action
+    greedy = ModelServer(action_model, stop_ids=(eos,), pad_id=pad, max_new_tokens=a.max_new_tokens, seed=cfg.seed)
+    sampled = ModelServer(
+        action_model,
+        stop_ids=(eos,),
+        pad_id=pad,
+        max_new_tokens=a.max_new_tokens,
+        temperature=a.explore_temperature,
+        seed=cfg.seed + 7,
+    )
+    return greedy, sampled

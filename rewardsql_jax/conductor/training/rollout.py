@@ -1,0 +1,135 @@
+"""The LM-driven online loop of Algorithm 3 for one question, at the token level.
+
+The context is kept as token segments (prompt, generated steps, encoded ``<results>``) so GRPO trains on
+exactly the tokens the policy saw and produced, with the sampler's log-probs (Sec. 4.4, Omega_i). Calls go
+through a ``CallBatcher`` ``call(kind, payload)``: kind "policy" takes context ids, kind "action" takes an
+action prompt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rewardsql_jax.sql import execute
+
+from ..actions.batching import CallBatcher
+from ..actions.episode import finish, take_step
+from ..actions.format import format_results
+from ..actions.lm import action_handlers
+from ..actions.state import State
+from ..rewards import RewardConfig, score_sql
+from .trajectory import Segment, encode_text, policy_prompt
+
+
+@dataclasses.dataclass(frozen=True)
+class Rollout:
+    """A finished episode: final state, token segments, policy tokens generated, whether a limit stopped it."""
+
+    state: State
+    segments: tuple
+    policy_tokens: int
+    hit_limit: bool
+
+
+def bind(state: State, call) -> State:
+    """The state with its env's action models routed through this thread's batched ``call`` (kind ``"action"``,
+    or the kind ``env.routes`` names for a slot with its own model)."""
+    env = dataclasses.replace(state.env, complete=lambda prompt: call("action", prompt), call=call)
+    return dataclasses.replace(state, env=env)
+
+
+def policy_episode(
+    state: State, call, tokenizer, *, max_steps: int, max_len: int, max_new_tokens: int, bind_actions: bool = True
+) -> Rollout:
+    """Run the policy until ``terminate``, ``max_steps`` calls, or the context limit (Algorithm 3).
+
+    ``bind_actions=False`` keeps the state's own ``env.complete`` (e.g. a scripted action model).
+    """
+    if bind_actions:
+        state = bind(state, call)
+    segs = [Segment(encode_text(tokenizer, policy_prompt(state.question)), False)]
+    generated = 0
+    for _ in range(max_steps):
+        if sum(len(s.ids) for s in segs) + max_new_tokens > max_len:
+            break
+        ids, lps, _ = call("policy", [i for s in segs for i in s.ids])
+        generated += len(ids)
+        segs.append(Segment(tuple(ids), True, tuple(lps)))
+        state = take_step(state, tokenizer.decode(ids, skip_special_tokens=False))
+        if state.done:
+            break
+        segs.append(Segment(encode_text(tokenizer, format_results(state.steps[-1].observation)), False))
+    hit = not state.done
+    return Rollout(finish(state), tuple(segs), generated, hit)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeRecord:
+    question_id: int
+    difficulty: str
+    workflow: tuple
+    num_calls: int
+    policy_tokens: int
+    action_tokens: int
+    final_sql: str | None
+    executable: bool
+    exact: bool
+    reward: float
+
+
+def initial_state(ex, env) -> State:
+    return State(question=ex.question, db_path=ex.db_path, difficulty=ex.difficulty, env=env)
+
+
+def record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig) -> EpisodeRecord:
+    r = score_sql(ex.db_path, state.final_sql, execute(ex.db_path, ex.gold_sql), reward_cfg)
+    return EpisodeRecord(
+        ex.question_id,
+        ex.difficulty,
+        state.workflow,
+        state.num_calls,
+        policy_tokens,
+        state.action_tokens,
+        state.final_sql,
+        r.executable,
+        r.exact,
+        r.reward,
+    )
+
+
+def run_policy_episodes(
+    examples,
+    env,
+    tokenizer,
+    policy_server,
+    action_server,
+    *,
+    max_steps: int,
+    reward_cfg: RewardConfig = RewardConfig(),
+    repeats: int = 1,
+):
+    """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
+
+    ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``actions.lm.action_handlers``);
+    ``None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
+    """
+    handlers = {"policy": policy_server.serve}
+    if action_server is not None:
+        handlers.update(action_handlers(action_server, tokenizer))
+    batcher = CallBatcher(handlers)
+    items = [ex for ex in examples for _ in range(repeats)]
+    jobs = [
+        lambda call, ex=ex: policy_episode(
+            initial_state(ex, env),
+            call,
+            tokenizer,
+            max_steps=max_steps,
+            max_len=policy_server.max_len,
+            max_new_tokens=policy_server.max_new_tokens,
+            bind_actions=action_server is not None,
+        )
+        for ex in items
+    ]
+    rollouts = batcher.run(jobs)
+    records = [record(ex, r.state, r.policy_tokens, reward_cfg) for ex, r in zip(items, rollouts)]
+    return records, rollouts

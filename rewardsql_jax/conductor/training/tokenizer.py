@@ -1,0 +1,42 @@
+"""Tokenizer shared by the from-scratch policy and action model: byte-level BPE plus the trajectory tags.
+
+The six tags of ``format.TAGS`` are added as single (non-special) tokens, so ``</call>`` is one id the
+sampler can stop on and the tag-aware mask has exact boundaries.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rewardsql_jax.data.builtin import train_bpe_tokenizer
+
+from ..actions.format import CALL_CLOSE, TAGS
+
+
+def build_tokenizer(texts, vocab_size: int, save_dir: str | Path):
+    """Train the BPE on ``texts``, add the tags, save to ``save_dir`` and return the tokenizer."""
+    from tokenizers import AddedToken
+    from transformers import AutoTokenizer
+
+    tok = train_bpe_tokenizer(texts, vocab_size, save_dir)
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in TAGS])
+    tok.save_pretrained(str(save_dir))
+    tok = AutoTokenizer.from_pretrained(str(save_dir))
+    for t in TAGS:
+        if len(tok(t, add_special_tokens=False).input_ids) != 1:
+            raise RuntimeError(f"tag {t!r} is not a single token in the trained tokenizer")
+    return tok
+
+
+def saved_tokenizer(save_dir: str | Path):
+    """The tokenizer ``build_tokenizer`` saved in ``save_dir`` (a resumed run reads it back), or ``None``."""
+    from transformers import AutoTokenizer
+
+    if not (Path(save_dir) / "tokenizer.json").exists():
+        return None
+    return AutoTokenizer.from_pretrained(str(save_dir))
+
+
+def stop_ids(tokenizer) -> tuple:
+    """Ids that end one policy generation: ``</call>`` and EOS."""
+    return (tokenizer.convert_tokens_to_ids(CALL_CLOSE), tokenizer.eos_token_id)
