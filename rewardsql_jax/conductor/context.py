@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rewardsql_jax.config import save_config
 from rewardsql_jax.data.builtin import make_builtin_benchmark
@@ -36,23 +37,26 @@ from .training.mesh import local_mesh
 from .training.tokenizer import build_tokenizer, saved_tokenizer, stop_ids
 from .training.trajectory import policy_prompt
 
+if TYPE_CHECKING:
+    from .config import ConductorRunConfig
+
 
 @dataclasses.dataclass
 class ConductorRun(StageDirs):
     """One run's shared state. ``greedy_actions`` / ``sampled_actions``: ``CallBatcher`` handlers of the action
     models (the built-in one joins them once its stage has run); ``log`` prints one line."""
 
-    cfg: object
+    cfg: ConductorRunConfig
     run_dir: Path
     log: Callable
     train_ex: list
     test_ex: list
     explore_ex: list
-    env: object
+    env: Env
     externals: ActionModels
-    tok: object
+    tok: Any
     pairs: list
-    mesh: object
+    mesh: Any  # jax.sharding.Mesh, or None: one device
     scalars: ScalarLog
     greedy_actions: dict
     sampled_actions: dict

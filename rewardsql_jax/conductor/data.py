@@ -68,7 +68,9 @@ def add_value_typos(examples, rate: float, seed: int = 0) -> tuple:
 
 def heldout_split(examples, every: int) -> tuple[list, list]:
     """(train, held out): per database, the questions at positions k with k % every == every - 1 are held out."""
-    seen, train, held = {}, [], []
+    seen: dict[str, int] = {}
+    train: list = []
+    held: list = []
     for ex in examples:
         k = seen.get(ex.db_id, 0)
         seen[ex.db_id] = k + 1

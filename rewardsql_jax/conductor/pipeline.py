@@ -161,7 +161,7 @@ def policy_sft_stage(run: ConductorRun, curated) -> None:
     if run.skip("policy_sft"):
         return
     cfg, tok, p, t = run.cfg, run.tok, run.cfg.policy, time.perf_counter()
-    samples = [SFTSample(*map(tuple, results_mask(tok, c.trajectory)), weight=c.weight) for c in curated]
+    samples = [SFTSample(*results_mask(tok, c.trajectory), weight=c.weight) for c in curated]
     policy, curve = new_model(p.shape, tok, cfg.seed + 1), []
     if samples:
         policy, curve = train_sft(

@@ -91,7 +91,7 @@ def _signature(fn) -> tuple[frozenset, frozenset | None]:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):  # builtins / C callables without a signature
         return frozenset(), None
-    keywords = frozenset(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    keywords: frozenset | None = frozenset(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         keywords = None
     return frozenset(p.name for p in params), keywords

@@ -47,4 +47,4 @@ def rs_from_logprobs(logprobs, correct, mask, rewards, *, threshold: float = 0.0
     return _filtered(sft_from_logprobs, logprobs, correct, mask, rewards, threshold, reduction)
 
 
-rs.from_logprobs = rs_from_logprobs
+rs.from_logprobs = rs_from_logprobs  # type: ignore[attr-defined]  # as sft.from_logprobs

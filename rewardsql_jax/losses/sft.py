@@ -72,4 +72,4 @@ def sft_from_logprobs(logprobs, correct, mask, *, reduction: str = "token_mean",
 
 
 # the train step's fused path: a supervised loss that names its target-log-prob form here gets it
-sft.from_logprobs = sft_from_logprobs
+sft.from_logprobs = sft_from_logprobs  # type: ignore[attr-defined]  # a function attribute, which mypy does not model

@@ -21,6 +21,7 @@ import collections
 import dataclasses
 import threading
 from pathlib import Path
+from typing import Any
 
 from rewardsql_jax.data.tokenizer import format_prompt, load_tokenizer
 from rewardsql_jax.models import from_pretrained
@@ -59,8 +60,8 @@ class LoadedActionModel:
     """One checkpoint: model, tokenizer, whether prompts use its chat template, stop and pad ids."""
 
     path: str
-    model: object
-    tokenizer: object
+    model: Any
+    tokenizer: Any
     chat_template: bool
     stop_ids: tuple
     pad_id: int
@@ -135,7 +136,7 @@ class ActionModels:
                 True: ModelServer(m.model, seed=seed, **common),
                 False: ModelServer(m.model, temperature=explore_temperature, seed=seed + 7, **common),
             }
-        self.calls = collections.Counter()
+        self.calls: collections.Counter = collections.Counter()
         self._lock = threading.Lock()
 
     def handlers(self, greedy: bool) -> dict:

@@ -46,7 +46,7 @@ def action_prompt(
         lines.append("values: " + "; ".join(values))
     lines.append(f"question: {question.strip()}")
     if task == "refine":
-        lines += [f"previous: {previous.strip()}", f"feedback: {feedback.strip()}"]
+        lines += [f"previous: {(previous or '').strip()}", f"feedback: {(feedback or '').strip()}"]
     lines.append("sql:")
     return "\n".join(lines) + " "
 

@@ -80,7 +80,7 @@ def named_tables(info: SchemaInfo, text: str) -> tuple:
 def close_over_bridges(info: SchemaInfo, kept) -> tuple:
     """``kept`` plus every table linked by FKs to two kept tables (e.g. a many-to-many link table); schema order."""
     kept = set(kept)
-    neighbours = {}
+    neighbours: dict[str, set] = {}
     for a, _, c, _ in info.foreign_keys:
         neighbours.setdefault(a, set()).add(c)
         neighbours.setdefault(c, set()).add(a)

@@ -40,7 +40,7 @@ class ValueHit:
 class ValueIndex:
     """Distinct text values per (table, column) plus a trigram inverted index over their normalised forms."""
 
-    entries: tuple  # ((table, column, value), ...)
+    entries: tuple[tuple[str, str, str], ...]  # ((table, column, value), ...)
     trigrams: dict = dataclasses.field(compare=False)  # trigram -> tuple of entry indices
 
 
@@ -146,4 +146,8 @@ def retrieve_values(
             if score >= min_score and score > best.get(i, (0.0, ""))[0]:
                 best[i] = (score, phrase)
     ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top_k]
-    return tuple(ValueHit(*index.entries[i], phrase=p, score=round(s, 4)) for i, (s, p) in ranked)
+    hits = []
+    for i, (s, p) in ranked:
+        table, column, value = index.entries[i]
+        hits.append(ValueHit(table, column, value, phrase=p, score=round(s, 4)))
+    return tuple(hits)

@@ -100,7 +100,7 @@ def plot_workflow_lengths(
         for m in methods:
             h = evaluations[m]["length_hist"]
             if d == "all":
-                merged = {}
+                merged: dict = {}
                 for per in h.values():
                     for k, v in per.items():
                         merged[int(k)] = merged.get(int(k), 0) + v

@@ -92,7 +92,7 @@ def _walk(node):
 
 def explored_workflows(root) -> dict:
     """{workflow closed by terminate: final SQL} for every materialised node holding a candidate."""
-    found = {}
+    found: dict[tuple, str | None] = {}
     for node in _walk(root):
         if not node.materialised or node.state is None or node.state.current_candidate is None:
             continue
@@ -122,7 +122,7 @@ def explore_question(
 
     problem = SearchProblem(
         actions=lambda s: legal_actions(s, cfg.max_depth),
-        transition=lambda s, a: run_action(s, a),
+        transition=lambda s, a: run_action(s, str(a)),
         reward=lambda s: judge(finish(s).final_sql).reward,
         is_terminal=lambda s: s.done or len(s.steps) >= cfg.max_depth,
         rollout=lambda s, rng: judge(finish(s).final_sql).reward,

@@ -13,11 +13,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.rl import get_algorithm
+from rewardsql_jax.rl.algorithm import OnlineAlgorithm
 from rewardsql_jax.stages.rl_online import RLInputs, rl_iteration
 from rewardsql_jax.training.batch import RLBatch
 from rewardsql_jax.training.collate import masked_rl_batch
@@ -30,6 +33,11 @@ from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 from .curriculum_grpo import NAME as ALGORITHM
 from .rollout import run_policy_episodes
 from .trajectory import flatten
+
+if TYPE_CHECKING:
+    from ..actions.env import Env
+    from ..config import ConductorRLConfig
+    from ..rewards import RewardConfig
 
 DIFFICULTY_ORDER = {"simple": 0, "moderate": 1, "challenging": 2}
 
@@ -67,12 +75,12 @@ class EpisodeSource:
     each, sampled with seed ``seed + i``; actions run and SQL executes inside the episodes (phase ``generate``)."""
 
     questions: list
-    env: object
-    tokenizer: object
-    make_policy_server: object
-    action_server: object
-    rl: object
-    reward_cfg: object
+    env: Env
+    tokenizer: Any
+    make_policy_server: Callable[..., Any]
+    action_server: Any
+    rl: ConductorRLConfig
+    reward_cfg: RewardConfig
     max_steps: int
     pad_id: int
     seed: int
@@ -100,6 +108,9 @@ class EpisodeSource:
         if not np.abs(update.advantages).max() > 0:
             return None
         return episode_batch(episodes.rollouts, update.advantages, self.pad_id)
+
+    def concat(self, parts):
+        raise ValueError("SQLConductor's RL has no dynamic sampling (rl.filter_groups): one draw per step.")
 
     def record(self, step: int, episodes: Episodes, update, metrics, phases: dict, seconds: float) -> dict:
         records = episodes.records
@@ -147,7 +158,7 @@ def train_grpo(
     """
     if not questions:
         return policy, []
-    algorithm = get_algorithm(ALGORITHM)
+    algorithm = cast(OnlineAlgorithm, get_algorithm(ALGORITHM))
     opt = OptimizerConfig(learning_rate=cfg.lr, max_grad_norm=1.0)
     if mesh is not None:
         policy = shard_model(policy, mesh)

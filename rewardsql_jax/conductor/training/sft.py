@@ -11,6 +11,7 @@ prompt and its target, ``trajectory.results_mask`` for a trajectory) with a weig
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from rewardsql_jax.models import fresh_model
 from rewardsql_jax.stages.sft import sft_batches
@@ -23,8 +24,8 @@ from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 class SFTSample:
     """Token ids, loss mask (1 = supervised) and the sequence weight."""
 
-    ids: tuple
-    mask: tuple
+    ids: Sequence[int]
+    mask: Sequence[int]
     weight: float = 1.0
 
 
