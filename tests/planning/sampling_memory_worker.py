@@ -39,6 +39,32 @@ def long_prefill() -> dict:
     return {"temp": int(temp), "bound": forward_activation_bytes(cfg, rows=rows, seq=width, logits_rows=rows)}
 
 
+def sampler_inputs(prompts, *, samples: int, new_tokens: int, mesh, model_cfg, top_p: bool = False):
+    """``(ids, mask, lengths)`` of ``prompts`` padded and laid out over ``mesh`` and the options of a sampled call of
+    ``samples`` samples, as ``generate`` makes them."""
+    b = pad_prompts(
+        prompts,
+        num_samples=samples,
+        pad_id=0,
+        max_new_tokens=new_tokens,
+        max_cache_len=None,
+        max_positions=model_cfg.max_position_embeddings,
+        vocab_size=model_cfg.vocab_size,
+    )
+    arrays, n = pad_to_mesh((b.ids, b.mask, b.lengths), mesh)
+    opts = SamplerOptions(
+        greedy=False,
+        top_k=0,
+        use_top_p=top_p,
+        cache_len=b.cache_len,
+        gen_capacity=b.gen_capacity,
+        num_samples=samples,
+        real_prompts=n if n != len(arrays[0]) else None,
+        mesh=mesh,
+    )
+    return arrays, opts
+
+
 STATE_FIELDS = ("prompt_cache", "cache", "prompt_mask", "lengths", "tokens", "logprobs", "done")
 
 
@@ -61,36 +87,17 @@ def sharded_cache() -> dict:
     prompts = [[5, 9, 17, 3], [8, 2], [40, 41, 42, 43, 44, 45], [7, 7, 7]]
     args = dict(max_new_tokens=12, temperature=1.0, top_p=0.9, num_samples=4, seed=3, eos_token_id=11)
     ref = generate(build_model(small, seed=1), prompts, **args)
-    b = pad_prompts(
-        prompts,
-        num_samples=4,
-        pad_id=0,
-        max_new_tokens=12,
-        max_cache_len=None,
-        max_positions=128,
-        vocab_size=small.vocab_size,
-    )
     out = {}
     for name, axes in {"d2f4": (2, 4, 1), "f8": (1, 8, 1)}.items():
         m = make_mesh(*axes)
         model = shard_model(build_model(small, seed=1), m)
         g, s = nnx.split(model)
-        (i, k, n), _ = pad_to_mesh((b.ids, b.mask, b.lengths), m)
-        o = SamplerOptions(
-            greedy=False,
-            top_k=0,
-            use_top_p=True,
-            cache_len=b.cache_len,
-            gen_capacity=b.gen_capacity,
-            num_samples=4,
-            mesh=m,
-        )
-        st = sampler.prefill(g, s, i, k, n, jax.random.key(0), *scalars, opts=o)
-        no_mesh = sampler.prefill(g, s, i, k, n, jax.random.key(0), *scalars, opts=dataclasses.replace(o, mesh=None))
-        after_prefill = shard_shapes(st)
+        inputs, o = sampler_inputs(prompts, samples=4, new_tokens=12, mesh=m, model_cfg=small, top_p=True)
+        st = sampler.prefill(g, s, *inputs, jax.random.key(0), *scalars, opts=o)
+        no_mesh = sampler.prefill(g, s, *inputs, jax.random.key(0), *scalars, opts=dataclasses.replace(o, mesh=None))
         got = generate(model, prompts, **args)
         out[name] = {
-            "prefill": after_prefill,
+            "prefill": shard_shapes(st),
             "decode": shard_shapes(sampler.decode_loop(g, s, st, jnp.int32(12), *scalars, opts=o)),
             "control_cache": shard_shapes(no_mesh)["cache"],
             "full_cache": list(no_mesh.cache.k[0].shape),
@@ -121,25 +128,8 @@ mesh = local_mesh(8)
 model = shard_model(build_model(cfg), mesh)
 graphdef, state = nnx.split(model)
 PROMPTS, SAMPLES, PROMPT_LEN, NEW = 6, 4, 40, 20  # 6 prompts pad to 8 rows; 40 -> 64 slots; 20 -> 32 slots
-batch = pad_prompts(
-    [[1] * PROMPT_LEN] * PROMPTS,
-    num_samples=SAMPLES,
-    pad_id=0,
-    max_new_tokens=NEW,
-    max_cache_len=None,
-    max_positions=cfg.max_position_embeddings,
-    vocab_size=cfg.vocab_size,
-)
-(ids, mask, lengths), n = pad_to_mesh((batch.ids, batch.mask, batch.lengths), mesh)
-opts = SamplerOptions(
-    greedy=False,
-    top_k=0,
-    use_top_p=False,
-    cache_len=batch.cache_len,
-    gen_capacity=batch.gen_capacity,
-    num_samples=SAMPLES,
-    real_prompts=n,
-    mesh=mesh,
+(ids, mask, lengths), opts = sampler_inputs(
+    [[1] * PROMPT_LEN] * PROMPTS, samples=SAMPLES, new_tokens=NEW, mesh=mesh, model_cfg=cfg
 )
 scalars = (jnp.float32(1.0), jnp.float32(1.0), jnp.full((4,), -1, jnp.int32), jnp.int32(0))
 lowered = sampler.prefill.lower(graphdef, state, ids, mask, lengths, jax.random.key(0), *scalars, opts=opts)
