@@ -4,11 +4,10 @@
         data.root=/data/bird model.path=/ckpt/Qwen2.5-Coder-32B-Instruct
 
 Memory (README, "Memory of a whole stage"): 2048-token prompts, a data=1 x fsdp=8 x tensor=8 mesh with 48
-micro-batches (the AOT plan puts the GRPO train step at 74.9 GB per device of 95, v5p; with the PRM scorer's
-16.4 GB beside it the RL stage is at 91.3 GB, 96%: tight). The sampling stages load their models over one host's
-4 chips: Best-of-32 would need 125.0 GB per device (policy + PRM 32.8 GB, KV cache of 8 prompts x 32 samples
-87.0 GB, because the sampler's prefill returns the generated-token cache replicated on every device), so this
-config samples Best-of-16 (81.9 GB, 86%).
+micro-batches (the AOT plan puts the GRPO train step at 73.5 GB per device of 95, v5p; with the PRM scorer's
+16.4 GB beside it the RL stage is at 89.8 GB, 95%: tight). The sampling stages load their models over one host's
+4 chips: Best-of-32, the paper's N, needs 56.3 GB per device (policy + PRM 32.8 GB, KV cache of 8 prompts x 32
+samples 18.3 GB split over the rows, prefill 5.3 GB).
 Check before launching:
     python launch/run.py --config configs/bird_qwen2_5_coder_32b.py plan=true plan.devices=64 plan.hbm=v5p \
         plan.compile_layers=2
@@ -29,5 +28,5 @@ CONFIG = dataclasses.replace(
     mesh=MeshConfig(data=1, fsdp=8, tensor=8, micro_batches=48),
     model=ModelConfigSection(path="/ckpt/Qwen2.5-Coder-32B-Instruct", max_len=2048 + 512, dtype="bfloat16"),
     rl=dataclasses.replace(_7B.rl, prompts_per_sampler_call=24),
-    inference=InferenceConfig(best_of_n=16, temperature=1.0, aggregation="min", max_new_tokens=1024),
+    inference=InferenceConfig(best_of_n=32, temperature=1.0, aggregation="min", max_new_tokens=1024),
 )

@@ -175,3 +175,11 @@ def batch_sharding(mesh: Mesh, rules: AxisRules = DEFAULT_RULES, *, shape=None) 
 def activation_sharding(logical_axes, mesh: Mesh, rules: AxisRules = DEFAULT_RULES, *, shape=None) -> NamedSharding:
     """NamedSharding for any activation / cache array named by logical axes (e.g. ``("batch", "seq", "act_vocab")``)."""
     return NamedSharding(mesh, logical_to_spec(logical_axes, rules, shape=shape, mesh=mesh if shape else None))
+
+
+def constrain(x, logical_axes, mesh: Mesh | None, rules: AxisRules = DEFAULT_RULES):
+    """Inside ``jit``: ``x`` laid out by its logical axes on ``mesh`` (``with_sharding_constraint``; mesh axes that do
+    not divide a dimension are dropped for it). Without a mesh, ``x`` unchanged."""
+    if mesh is None:
+        return x
+    return jax.lax.with_sharding_constraint(x, activation_sharding(logical_axes, mesh, rules, shape=x.shape))

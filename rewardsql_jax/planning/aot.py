@@ -163,6 +163,14 @@ def _rl_batch(rows: int, seq: int, mesh, group: int = 1, response: int = 0):
     return abstract_like(batch, batch_shardings(batch, mesh))
 
 
+def _lower_step(step, state, shardings, *, rows, seq, mesh, group, response):
+    """``step`` lowered for abstract inputs as the run calls it: a batch whose micro-batches do not split over the
+    data x fsdp devices runs padded with masked rows (``training.padding``), so it is lowered padded too."""
+    real = rows // group
+    batch = _rl_batch(step.padded_rows(real) * group, seq, mesh, group, response)
+    return step._build(state, batch, real).lower(abstract_like(state, shardings), batch)
+
+
 def _train_stats(
     cfg, mesh, *, rows, seq, loss, loss_options, micro_batches, compute_dtype, optimizer, reference, group=1, response=0
 ):
@@ -174,10 +182,7 @@ def _train_stats(
     )
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
     step.validate(_batch_arrays(lambda shape, d: np.broadcast_to(np.ones((), d), shape), rows, seq, group, response))
-    # a batch whose micro-batches do not split over the data x fsdp devices runs padded (training.padding)
-    real = rows // group
-    batch = _rl_batch(step.padded_rows(real) * group, seq, mesh, group, response)
-    lowered = step._build(state, batch, real).lower(abstract_like(state, shardings), batch)
+    lowered = _lower_step(step, state, shardings, rows=rows, seq=seq, mesh=mesh, group=group, response=response)
     stats, _ = compiled_stats("train step", lowered)
     params = shard_bytes(state.params, shardings.params)
     ref = shard_bytes(state.ref_params, shardings.ref_params) if reference else 0
@@ -191,7 +196,13 @@ def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len, samples):
     state = abstract_like(state, param_shardings(state, mesh))
     width, capacity = bucket_length(prompt_len), -(-response_len // GEN_ROUND) * GEN_ROUND
     opts = sampler.SamplerOptions(
-        greedy=False, top_k=0, use_top_p=False, cache_len=width + capacity, gen_capacity=capacity, num_samples=samples
+        greedy=False,
+        top_k=0,
+        use_top_p=False,
+        cache_len=width + capacity,
+        gen_capacity=capacity,
+        num_samples=samples,
+        mesh=mesh,
     )
     rows = rows // samples  # the prefill takes each prompt once
     tokens = activation_sharding(("batch", "seq"), mesh, shape=(rows, width))
@@ -274,12 +285,16 @@ def lowered_train_flops(
 
     XLA's cost analysis counts a loop body once, so the micro-batched program (a scan) under-reports by the
     number of micro-batches; the unsplit step does the same arithmetic and has no loop. Lowering only traces.
+    Rows that do not split over the data x fsdp devices are padded as the train step pads them (the padding rows'
+    forward and backward are counted: the devices do that work).
     """
     tx = make_optimizer(optimizer)
     state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=reference))
     step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=1, compute_dtype=compute_dtype)
-    batch = _rl_batch(rows, seq, mesh, group, response)
-    cost = step._build(state, batch).lower(abstract_like(state, state_shardings(state, mesh)), batch).cost_analysis()
+    lowered = _lower_step(
+        step, state, state_shardings(state, mesh), rows=rows, seq=seq, mesh=mesh, group=group, response=response
+    )
+    cost = lowered.cost_analysis()
     if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else {}
     return float((cost or {}).get("flops", 0.0))

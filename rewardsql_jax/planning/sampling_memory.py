@@ -9,10 +9,9 @@ rules as training; their batch rows are spread over those devices. What one devi
 * the sampler's KV cache (``sampler_cache_bytes``), in the compute dtype, ``2 (K, V) x layers x kv_heads x
   head_dim x itemsize`` bytes per cached token:
     prompt cache     ``ceil(prompts / shards)`` prompt rows of ``bucket_length(prompt_len)`` slots (each prompt once);
-    generated cache  ``prompts x samples`` rows of ``gen_capacity`` slots (``new_tokens`` rounded up to 16).
-  ``sampler.prefill`` creates the generated-token cache from constant zeros, so it comes out replicated on every
-  device; the decode loop re-lays it out over the rows at entry, so both copies are counted: ``rows x capacity``
-  (replicated) + ``ceil(rows / shards) x capacity``.
+    generated cache  ``ceil(prompts / shards) x samples`` rows of ``gen_capacity`` slots (``new_tokens`` rounded up
+                     to 16): the sampler lays it out over the rows (``SamplerOptions.mesh``) from the prefill on,
+                     and the decode loop takes it donated, so one copy.
 * activations of a no-grad forward (``forward_activation_bytes``): an upper bound of one layer's live arrays,
   every row counted on every device.
 
@@ -67,10 +66,9 @@ def bytes_per_cached_token(cfg: ModelConfig) -> int:
 
 def sampler_cache_bytes(cfg: ModelConfig, mesh, *, prompts: int, samples: int, prompt_len: int, new_tokens: int) -> int:
     """Per-device KV cache of one sampler call of ``prompts`` prompts x ``samples`` samples (module docstring)."""
-    padded = _per_device_rows(prompts, mesh) * _row_shards(mesh)
-    capacity, rows = gen_capacity(new_tokens), padded * samples
-    prompt_slots = _per_device_rows(prompts, mesh) * bucket_length(prompt_len)
-    generated = rows * capacity + _per_device_rows(rows, mesh) * capacity
+    prompt_rows = _per_device_rows(prompts, mesh)  # the prompts padded to a multiple of the shards, split
+    prompt_slots = prompt_rows * bucket_length(prompt_len)
+    generated = prompt_rows * samples * gen_capacity(new_tokens)
     return bytes_per_cached_token(cfg) * (prompt_slots + generated)
 
 

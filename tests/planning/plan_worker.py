@@ -44,6 +44,23 @@ def independent_param_bytes() -> int:
     return total, full
 
 
+def uneven_rows_flops() -> dict:
+    """Lowered train-step FLOPs of 2 rows (plain layout) and 2 prompt groups (shared prefix) on 4 fsdp devices, which
+    the step pads to 4 (``training.padding``), beside the same layouts with 4 real rows: {layout: [uneven, even]}."""
+    from rewardsql_jax.planning.aot import GRPO_OPTIONS, lowered_train_flops
+    from rewardsql_jax.training.optimizer import OptimizerConfig
+
+    mesh = make_mesh(1, 4, 1, devices=jax.devices()[:4])
+    kw = dict(seq=32, loss="grpo", loss_options=GRPO_OPTIONS, compute_dtype="float32", optimizer=OptimizerConfig())
+    return {
+        name: [
+            lowered_train_flops(CFG, mesh, rows=n * group, reference=True, group=group, response=16, **kw)
+            for n in (2, 4)
+        ]
+        for name, group in (("rows", 1), ("groups", 2))
+    }
+
+
 def main():
     plan = plan_memory(
         CFG,
@@ -85,6 +102,7 @@ def main():
         tiny_message=tiny.message,
         table=format_plan(plan),
         too_many=too_many,
+        uneven_rows_flops=uneven_rows_flops(),
     )
     print("PLAN_JSON " + json.dumps(out))
 

@@ -1,6 +1,7 @@
 """Run on 8 simulated CPU devices (``test_sampling_memory.py``): a small model sharded over an fsdp local mesh, its
 real weights and sampler caches per device beside the analytic counts, printed as one JSON line."""
 
+import dataclasses
 import json
 import math
 import os
@@ -32,10 +33,78 @@ def long_prefill() -> dict:
     ids = jax.device_put(np.ones((rows, width), np.int32), activation_sharding(("batch", "seq"), mesh))
     mask = jax.device_put(np.ones((rows, width), bool), activation_sharding(("batch", "seq"), mesh))
     lengths = jax.device_put(np.full((rows,), width, np.int32), activation_sharding(("batch",), mesh))
-    opts = SamplerOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + 16, gen_capacity=16)
+    opts = SamplerOptions(greedy=False, top_k=0, use_top_p=False, cache_len=width + 16, gen_capacity=16, mesh=mesh)
     lowered = sampler.prefill.lower(graphdef, state, ids, mask, lengths, jax.random.key(0), *scalars, opts=opts)
     temp = lowered.compile().memory_analysis().temp_size_in_bytes
     return {"temp": int(temp), "bound": forward_activation_bytes(cfg, rows=rows, seq=width, logits_rows=rows)}
+
+
+def sampler_inputs(prompts, *, samples: int, new_tokens: int, mesh, model_cfg, top_p: bool = False):
+    """``(ids, mask, lengths)`` of ``prompts`` padded and laid out over ``mesh`` and the options of a sampled call of
+    ``samples`` samples, as ``generate`` makes them."""
+    b = pad_prompts(
+        prompts,
+        num_samples=samples,
+        pad_id=0,
+        max_new_tokens=new_tokens,
+        max_cache_len=None,
+        max_positions=model_cfg.max_position_embeddings,
+        vocab_size=model_cfg.vocab_size,
+    )
+    arrays, n = pad_to_mesh((b.ids, b.mask, b.lengths), mesh)
+    opts = SamplerOptions(
+        greedy=False,
+        top_k=0,
+        use_top_p=top_p,
+        cache_len=b.cache_len,
+        gen_capacity=b.gen_capacity,
+        num_samples=samples,
+        real_prompts=n if n != len(arrays[0]) else None,
+        mesh=mesh,
+    )
+    return arrays, opts
+
+
+STATE_FIELDS = ("prompt_cache", "cache", "prompt_mask", "lengths", "tokens", "logprobs", "done")
+
+
+def shard_shapes(st) -> dict:
+    """``{field: [device 0's shard shape of each of its arrays]}`` of a ``DecodeState``."""
+    return {
+        f: [list(x.addressable_shards[0].data.shape) for x in jax.tree.leaves(getattr(st, f))] for f in STATE_FIELDS
+    }
+
+
+def sharded_cache() -> dict:
+    """A tiny fp32 model on a data x fsdp mesh (2 x 4) and on fsdp=8, 4 prompts x 4 samples (16 rows, the prompts
+    padded to 8): the shard shapes of the caches and per-row arrays that prefill and the decode loop return (and,
+    as a control, prefill's without the mesh in its options), and the tokens ``generate`` samples against the
+    unsharded model's with the same seed."""
+    from rewardsql_jax.models.sharding import make_mesh
+    from rewardsql_jax.sampling import generate
+
+    small = cfg.replace(dtype="float32", param_dtype="float32")
+    prompts = [[5, 9, 17, 3], [8, 2], [40, 41, 42, 43, 44, 45], [7, 7, 7]]
+    args = dict(max_new_tokens=12, temperature=1.0, top_p=0.9, num_samples=4, seed=3, eos_token_id=11)
+    ref = generate(build_model(small, seed=1), prompts, **args)
+    out = {}
+    for name, axes in {"d2f4": (2, 4, 1), "f8": (1, 8, 1)}.items():
+        m = make_mesh(*axes)
+        model = shard_model(build_model(small, seed=1), m)
+        g, s = nnx.split(model)
+        inputs, o = sampler_inputs(prompts, samples=4, new_tokens=12, mesh=m, model_cfg=small, top_p=True)
+        st = sampler.prefill(g, s, *inputs, jax.random.key(0), *scalars, opts=o)
+        no_mesh = sampler.prefill(g, s, *inputs, jax.random.key(0), *scalars, opts=dataclasses.replace(o, mesh=None))
+        got = generate(model, prompts, **args)
+        out[name] = {
+            "prefill": shard_shapes(st),
+            "decode": shard_shapes(sampler.decode_loop(g, s, st, jnp.int32(12), *scalars, opts=o)),
+            "control_cache": shard_shapes(no_mesh)["cache"],
+            "full_cache": list(no_mesh.cache.k[0].shape),
+            "same_tokens": ref.tokens == got.tokens,
+            "max_logprob_diff": max(abs(x - y) for a, c in zip(ref.logprobs, got.logprobs) for x, y in zip(a, c)),
+        }
+    return out
 
 
 def per_device(tree) -> int:
@@ -59,24 +128,8 @@ mesh = local_mesh(8)
 model = shard_model(build_model(cfg), mesh)
 graphdef, state = nnx.split(model)
 PROMPTS, SAMPLES, PROMPT_LEN, NEW = 6, 4, 40, 20  # 6 prompts pad to 8 rows; 40 -> 64 slots; 20 -> 32 slots
-batch = pad_prompts(
-    [[1] * PROMPT_LEN] * PROMPTS,
-    num_samples=SAMPLES,
-    pad_id=0,
-    max_new_tokens=NEW,
-    max_cache_len=None,
-    max_positions=cfg.max_position_embeddings,
-    vocab_size=cfg.vocab_size,
-)
-(ids, mask, lengths), n = pad_to_mesh((batch.ids, batch.mask, batch.lengths), mesh)
-opts = SamplerOptions(
-    greedy=False,
-    top_k=0,
-    use_top_p=False,
-    cache_len=batch.cache_len,
-    gen_capacity=batch.gen_capacity,
-    num_samples=SAMPLES,
-    real_prompts=n,
+(ids, mask, lengths), opts = sampler_inputs(
+    [[1] * PROMPT_LEN] * PROMPTS, samples=SAMPLES, new_tokens=NEW, mesh=mesh, model_cfg=cfg
 )
 scalars = (jnp.float32(1.0), jnp.float32(1.0), jnp.full((4,), -1, jnp.int32), jnp.int32(0))
 lowered = sampler.prefill.lower(graphdef, state, ids, mask, lengths, jax.random.key(0), *scalars, opts=opts)
@@ -103,6 +156,7 @@ print(
             activations=forward_activation_bytes(cfg, rows=PROMPTS, seq=ids.shape[1], logits_rows=PROMPTS * SAMPLES),
             prefill_temp=int(prefill_temp),
             long=long_prefill(),
+            sharded=sharded_cache(),
         )
     )
 )

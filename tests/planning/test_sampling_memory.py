@@ -31,10 +31,33 @@ def test_weights_are_the_real_shards_on_the_local_mesh(measured):
 def test_kv_cache_formula_equals_the_sampler_arrays(measured):
     # prompt cache: 6 prompts padded to 8 rows over 8 devices -> 1 row of 64 slots per device
     assert measured["prompt_cache"] == 1 * 64 * PER_TOKEN
-    # generated cache: 8 x 4 = 32 rows of 32 slots; prefill returns it replicated, the decode loop shards it
-    assert measured["gen_after_prefill"] == 32 * 32 * PER_TOKEN
-    assert measured["gen_after_decode"] == 4 * 32 * PER_TOKEN
-    assert measured["cache"] == measured["prompt_cache"] + measured["gen_after_prefill"] + measured["gen_after_decode"]
+    # generated cache: 8 x 4 = 32 rows of 32 slots, split over the 8 devices from the prefill on
+    assert measured["gen_after_prefill"] == measured["gen_after_decode"] == 4 * 32 * PER_TOKEN
+    assert measured["cache"] == measured["prompt_cache"] + measured["gen_after_prefill"]
+
+
+@pytest.mark.parametrize("mesh", ["d2f4", "f8"])
+def test_sampler_splits_caches_and_row_state_over_the_batch_axes(measured, mesh):
+    """4 prompts (padded to 8) x 4 samples on 8 devices: every device holds 1 prompt row and 4 sample rows of each
+    cache and of every per-row array, after the prefill and after the decode loop, on data x fsdp and on fsdp."""
+    r = measured["sharded"][mesh]
+    assert r["full_cache"] == [32, 2, 16, 16]
+    for when in ("prefill", "decode"):
+        shapes = r[when]
+        assert shapes["prompt_cache"] == [[1, 2, 16, 16]] * 4  # K and V of 2 layers
+        assert shapes["cache"] == [[4, 2, 16, 16]] * 4
+        assert shapes["prompt_mask"] == [[1, 16]]
+        assert shapes["tokens"] == shapes["logprobs"] == [[4, 16]]
+        assert shapes["lengths"] == shapes["done"] == [[4]]
+    # control: without the mesh in the sampler's options the generated-token cache comes out whole on every device
+    assert r["control_cache"] == [r["full_cache"]] * 4
+
+
+@pytest.mark.parametrize("mesh", ["d2f4", "f8"])
+def test_sharded_cache_samples_the_unsharded_tokens(measured, mesh):
+    r = measured["sharded"][mesh]
+    assert r["same_tokens"]
+    assert r["max_logprob_diff"] < 1e-5  # fp32: only the summation order differs
 
 
 def test_activation_bound_covers_the_compiled_prefill(measured):
