@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 if TYPE_CHECKING:
     from jax.sharding import AbstractMesh
@@ -90,7 +90,7 @@ def make_mesh(data: int = 1, fsdp: int = -1, tensor: int = 1, devices=None) -> M
 
 
 def logical_to_spec(
-    logical_axes, rules: AxisRules = DEFAULT_RULES, *, shape=None, mesh: Mesh | None = None
+    logical_axes, rules: AxisRules = DEFAULT_RULES, *, shape=None, mesh: Mesh | AbstractMesh | None = None
 ) -> PartitionSpec:
     """PartitionSpec for an array with the given logical axes.
 
@@ -172,12 +172,14 @@ def batch_sharding(mesh: Mesh, rules: AxisRules = DEFAULT_RULES, *, shape=None) 
     return NamedSharding(mesh, logical_to_spec(("batch", "seq"), rules, shape=shape, mesh=mesh if shape else None))
 
 
-def activation_sharding(logical_axes, mesh: Mesh, rules: AxisRules = DEFAULT_RULES, *, shape=None) -> NamedSharding:
+def activation_sharding(
+    logical_axes, mesh: Mesh | AbstractMesh, rules: AxisRules = DEFAULT_RULES, *, shape=None
+) -> NamedSharding:
     """NamedSharding for any activation / cache array named by logical axes (e.g. ``("batch", "seq", "act_vocab")``)."""
     return NamedSharding(mesh, logical_to_spec(logical_axes, rules, shape=shape, mesh=mesh if shape else None))
 
 
-def constrain(x, logical_axes, mesh: Mesh | None, rules: AxisRules = DEFAULT_RULES):
+def constrain(x, logical_axes, mesh: Mesh | AbstractMesh | None, rules: AxisRules = DEFAULT_RULES):
     """Inside ``jit``: ``x`` laid out by its logical axes on ``mesh`` (``with_sharding_constraint``; mesh axes that do
     not divide a dimension are dropped for it). Without a mesh, ``x`` unchanged."""
     if mesh is None:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from ..distributed import fetch, process_count, spans_processes, to_global
 from ..models.sharding import activation_sharding, constrain, model_mesh
@@ -51,7 +52,9 @@ class SamplerOptions:
     gen_capacity: int
     num_samples: int = 1
     real_prompts: int | None = None  # prompts after the first ``real_prompts`` are padding (done from the start)
-    mesh: Mesh | None = None  # the model's mesh: the caches and per-row state are laid out over its batch axes
+    mesh: Mesh | AbstractMesh | None = (
+        None  # the model's mesh: the caches and per-row state are laid out over its batch axes
+    )
 
 
 @struct.dataclass
@@ -59,6 +62,10 @@ class DecodeState:
     """Loop carry: the prompts' KV cache (``[N, W]``, one row per prompt, read-only), each row's cache of
     generated tokens (``[B, gen_capacity]``, B = N x num_samples), output buffers ``[B, gen_capacity]``,
     per-row done flags, step, key."""
+
+    if TYPE_CHECKING:  # added by flax.struct.dataclass
+
+        def replace(self, **updates: Any) -> DecodeState: ...
 
     prompt_cache: KVCache  # [N, Hkv, W, D] per layer
     prompt_mask: jax.Array  # [N, W] real prompt slots (left padding is False)
@@ -74,7 +81,7 @@ class DecodeState:
 _CACHE_AXES = ("cache_batch", "cache_kv_heads", "cache_seq", "head_dim")  # heads-first [B, Hkv, S, D]
 
 
-def _rows_over_mesh(st: DecodeState, mesh: Mesh | None, *, prompt_cache: bool = True) -> DecodeState:
+def _rows_over_mesh(st: DecodeState, mesh: Mesh | AbstractMesh | None, *, prompt_cache: bool = True) -> DecodeState:
     """``st`` with its caches and per-row arrays split over the mesh's batch (data x fsdp) axes by the rules table,
     so no device holds every row's cache (without this the generated-token cache, made from constant zeros,
     comes out of the prefill replicated on every device). ``prompt_cache=False`` leaves the prompt cache as the
@@ -282,6 +289,7 @@ def generate(
     eos_ids = jnp.asarray(eos + (-1,) * (width - len(eos)), dtype=jnp.int32)
     pad = jnp.int32(pad_id)
     if spans_processes(state):  # a model sharded over several processes: the scalars enter replicated
+        assert mesh is not None, "a model that spans processes is sharded over a mesh"
         replicated = NamedSharding(mesh, PartitionSpec())
         temp, p, eos_ids, pad = to_global(tuple(np.asarray(x) for x in (temp, p, eos_ids, pad)), (replicated,) * 4)
     st = prefill(graphdef, state, ids, mask, lengths, jax.random.key(seed), temp, p, eos_ids, pad, opts=opts)
