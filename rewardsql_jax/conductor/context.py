@@ -126,6 +126,7 @@ def setup(cfg, log) -> ConductorRun:
         cfg.actions,
         max_new_tokens=cfg.action.max_new_tokens,
         explore_temperature=cfg.action.explore_temperature,
+        temperature=cfg.action.temperature,
         seed=cfg.seed,
     )
     env = Env(complete=_unbound, routes=externals.routes)
@@ -184,7 +185,14 @@ def _policy_texts(examples) -> list:
 def action_servers(cfg, tok, action_model):
     pad, eos = pad_id(tok), tok.eos_token_id
     a = cfg.action
-    greedy = ModelServer(action_model, stop_ids=(eos,), pad_id=pad, max_new_tokens=a.max_new_tokens, seed=cfg.seed)
+    greedy = ModelServer(
+        action_model,
+        stop_ids=(eos,),
+        pad_id=pad,
+        max_new_tokens=a.max_new_tokens,
+        temperature=a.temperature,
+        seed=cfg.seed,
+    )
     sampled = ModelServer(
         action_model,
         stop_ids=(eos,),
