@@ -217,22 +217,10 @@ def _policy_texts(examples) -> list:
 
 
 def action_servers(cfg, tok, action_model):
-    pad, eos = pad_id(tok), tok.eos_token_id
+    """The built-in action model's servers: evaluation / RL (``action.temperature``) and exploration."""
     a = cfg.action
-    greedy = ModelServer(
-        action_model,
-        stop_ids=(eos,),
-        pad_id=pad,
-        max_new_tokens=a.max_new_tokens,
-        temperature=a.temperature,
-        seed=cfg.seed,
+    common = dict(stop_ids=(tok.eos_token_id,), pad_id=pad_id(tok), max_new_tokens=a.max_new_tokens)
+    return (
+        ModelServer(action_model, temperature=a.temperature, seed=cfg.seed, **common),
+        ModelServer(action_model, temperature=a.explore_temperature, seed=cfg.seed + 7, **common),
     )
-    sampled = ModelServer(
-        action_model,
-        stop_ids=(eos,),
-        pad_id=pad,
-        max_new_tokens=a.max_new_tokens,
-        temperature=a.explore_temperature,
-        seed=cfg.seed + 7,
-    )
-    return greedy, sampled
