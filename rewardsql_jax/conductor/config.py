@@ -58,7 +58,9 @@ class ConductorData:
 
 @dataclasses.dataclass(frozen=True)
 class ActionModelConfig:
-    """The frozen action LLM: shape, SFT budget, decoding (greedy at evaluation, sampled in exploration)."""
+    """The frozen action LLM: shape, SFT budget, decoding (sampled LLM calls: ``temperature`` at evaluation and RL,
+    one seed a call from the run seed, the episode and the call's index in it; 0 = greedy; ``explore_temperature``
+    in exploration)."""
 
     shape: ModelConfigSection = ModelConfigSection(
         vocab_size=1024, hidden_size=128, intermediate_size=384, num_layers=2, num_heads=4, num_kv_heads=2, max_len=512
@@ -69,9 +71,12 @@ class ActionModelConfig:
     max_train_len: int = 256  # longer SFT examples are dropped (keeps one cheap train shape)
     max_new_tokens: int = 64
     explore_temperature: float = 0.8
+    temperature: float = 0.7  # evaluation / RL action calls; 0 = greedy
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr", "max_new_tokens", "max_train_len")
+        if self.temperature < 0:
+            raise ValueError(f"action.temperature={self.temperature}: use >= 0 (0 = greedy)")
 
 
 @dataclasses.dataclass(frozen=True)

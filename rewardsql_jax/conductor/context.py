@@ -22,6 +22,7 @@ from rewardsql_jax.data.builtin import make_builtin_benchmark
 from rewardsql_jax.distributed import process_count
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.stages.context import StageDirs
+from rewardsql_jax.stages.stage_config import differing, flat, refuse_changed
 from rewardsql_jax.training.metrics_log import ScalarLog
 
 from .actions.data import action_examples
@@ -65,8 +66,13 @@ class ConductorRun(StageDirs):
         return json.loads((self.run_dir / stage / "metrics.json").read_text())
 
     def finish(self, stage: str, metrics: dict) -> dict:
-        """Write the stage's metrics (marks it done for resume) and return them."""
-        metrics = {"stage": stage, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **metrics}
+        """Write the stage's metrics (marks it done for resume) with the settings it ran with, and return them."""
+        metrics = {
+            "stage": stage,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **metrics,
+            "settings": run_settings(self.cfg),
+        }
         (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
         return metrics
 
@@ -104,9 +110,37 @@ class ConductorRun(StageDirs):
         )
 
 
+# SQLConductor's stages in order (each writes run_dir/<stage>/metrics.json when it has finished)
+STAGES = ("action_model", "search", "curation", "policy_sft", "policy_sft_rl", "evaluation")
+# keys that change how a run executes, not what it produces
+NOT_RESULTS = ("name", "run_dir", "checkpoint_every", "rl.checkpoint_every")
+
+
+def run_settings(cfg) -> dict:
+    """The config keys a stage's artefacts depend on (``stages.stage_config.flat``), as JSON stores them."""
+    keys = {k: v for k, v in flat(cfg).items() if k not in NOT_RESULTS}
+    return json.loads(json.dumps(keys, default=str))
+
+
+def check_finished_stages(cfg, run_dir: Path) -> None:
+    """Before anything runs: a stage an earlier run finished with other settings stops the rerun
+    (``StageConfigChanged`` naming the keys), as the Reward-SQL pipeline's ``runner.check_finished_stages``."""
+    now = run_settings(cfg)
+    for stage in STAGES:
+        marker = run_dir / stage / "metrics.json"
+        if not marker.exists():
+            continue
+        recorded = json.loads(marker.read_text()).get("settings", {})
+        changed = differing(recorded, now)
+        if changed:
+            raise refuse_changed(run_dir, stage, changed, recorded, cfg, now=now, stages=STAGES)
+
+
 def setup(cfg, log) -> ConductorRun:
-    """The questions, the user's action models, the tokenizer (read back when an earlier run trained it)."""
+    """The questions, the user's action models, the tokenizer (read back when an earlier run trained it). A rerun
+    whose settings differ from those a finished stage ran with is refused (``check_finished_stages``)."""
     run_dir = Path(cfg.run_dir)
+    check_finished_stages(cfg, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.json")
     d = cfg.data
@@ -130,6 +164,7 @@ def setup(cfg, log) -> ConductorRun:
         cfg.actions,
         max_new_tokens=cfg.action.max_new_tokens,
         explore_temperature=cfg.action.explore_temperature,
+        temperature=cfg.action.temperature,
         seed=cfg.seed,
     )
     env = Env(complete=_unbound, routes=externals.routes)
@@ -186,15 +221,10 @@ def _policy_texts(examples) -> list:
 
 
 def action_servers(cfg, tok, action_model):
-    pad, eos = pad_id(tok), tok.eos_token_id
+    """The built-in action model's servers: evaluation / RL (``action.temperature``) and exploration."""
     a = cfg.action
-    greedy = ModelServer(action_model, stop_ids=(eos,), pad_id=pad, max_new_tokens=a.max_new_tokens, seed=cfg.seed)
-    sampled = ModelServer(
-        action_model,
-        stop_ids=(eos,),
-        pad_id=pad,
-        max_new_tokens=a.max_new_tokens,
-        temperature=a.explore_temperature,
-        seed=cfg.seed + 7,
+    common = dict(stop_ids=(tok.eos_token_id,), pad_id=pad_id(tok), max_new_tokens=a.max_new_tokens)
+    return (
+        ModelServer(action_model, temperature=a.temperature, seed=cfg.seed, **common),
+        ModelServer(action_model, temperature=a.explore_temperature, seed=cfg.seed + 7, **common),
     )
-    return greedy, sampled

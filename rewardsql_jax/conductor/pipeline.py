@@ -41,7 +41,7 @@ from .actions.lm import action_handler
 from .actions.models import needs_builtin
 from .context import ConductorRun, action_servers, setup
 from .evaluation.evaluate import METHODS, evidence, run_fixed_workflow, summarize
-from .evaluation.report import plot_workflow_lengths
+from .evaluation.report import plot_workflow_lengths, workflow_lengths
 from .search.curation import curate_question
 from .search.explore import explore_question
 from .search.reasoning import CachedReasoner, augmented_reasoning
@@ -279,6 +279,7 @@ def report(run: ConductorRun, records: dict, *, action_curve: list, total_s: flo
         "evaluations": evaluations,
         **evidence(records, seed=cfg.seed),
         "figure": str(figure) if figure else None,
+        "workflow_lengths": workflow_lengths(records),
         "exploration": {
             "questions": search["questions"],
             "mcts_success": search["mcts_success"],

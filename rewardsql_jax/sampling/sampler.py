@@ -106,7 +106,26 @@ def _rows_over_mesh(st: DecodeState, mesh: Mesh | AbstractMesh | None, *, prompt
     )
 
 
+def _split(key):
+    """``(key, subkey)`` of one key, or of each row's key (``[B]`` keys: ``generate`` with one seed a prompt)."""
+    if key.ndim == 0:
+        return jax.random.split(key)
+    pairs = jax.vmap(jax.random.split)(key)
+    return pairs[:, 0], pairs[:, 1]
+
+
 def _draw(key, logits, temperature, top_p, opts: SamplerOptions):
+    if key.ndim == 1:  # one key a row: each row's draw depends on its own key alone, not on the batch around it
+        draw = functools.partial(
+            sample_tokens,
+            temperature=temperature,
+            greedy=opts.greedy,
+            top_k=opts.top_k,
+            top_p=top_p,
+            use_top_p=opts.use_top_p,
+        )
+        tok, logp = jax.vmap(lambda k, row: draw(k, row[None]))(key, logits)
+        return tok[:, 0], logp[:, 0]
     return sample_tokens(
         key,
         logits,
@@ -127,6 +146,17 @@ def _padding_rows(rows: int, opts: SamplerOptions):
     if opts.real_prompts is None:
         return jnp.zeros((rows,), bool)
     return jnp.arange(rows) >= opts.real_prompts * opts.num_samples
+
+
+def _row_keys(seeds, num_samples: int, rows: int):
+    """``[rows * num_samples]`` keys from one seed a prompt (padding rows, ``pad_to_mesh``, repeat the last)."""
+    seeds = [int(x) & 0xFFFFFFFF for x in seeds]
+    if not seeds:
+        raise ValueError("generate: seed is an empty list")
+    seeds += seeds[-1:] * (rows - len(seeds))
+    base = jax.vmap(jax.random.key)(jnp.asarray(np.asarray(seeds, np.uint32)))
+    per_sample = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.fold_in(k, j))(jnp.arange(num_samples)))(base)
+    return per_sample.reshape(-1)
 
 
 def pad_to_mesh(arrays, mesh):
@@ -160,7 +190,7 @@ def prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_id
     b = logits.shape[0]
     cache = init_cache(model.config, b, opts.gen_capacity, heads_first=True)
     prompt_cache = prompt_cache.as_heads_first()  # [N, Hkv, W, D], read in place by prefix_attention
-    key, sub = jax.random.split(key)
+    key, sub = _split(key)
     tok, logp = _draw(sub, logits, temperature, top_p, opts)
     tokens = jnp.full((b, opts.gen_capacity), pad_id, jnp.int32).at[:, 0].set(tok)
     logprobs = jnp.zeros((b, opts.gen_capacity), jnp.float32).at[:, 0].set(logp)
@@ -195,7 +225,7 @@ def decode_loop(graphdef, state, st: DecodeState, max_new_tokens, temperature, t
         logits, cache = model.forward_with_cache(
             prev, pos, s.cache, write_index=i - 1, key_mask=all_slots, prefix=(s.prompt_cache, s.prompt_mask)
         )
-        key, sub = jax.random.split(s.key)
+        key, sub = _split(s.key)
         tok, logp = _draw(sub, logits[:, 0], temperature, top_p, opts)
         tok = jnp.where(s.done, pad_id, tok)
         logp = jnp.where(s.done, 0.0, logp)
@@ -231,7 +261,7 @@ def generate(
     top_k: int = 0,
     num_samples: int = 1,
     eos_token_id=None,
-    seed: int = 0,
+    seed: int | list = 0,
     pad_id: int = 0,
     max_cache_len: int | None = None,
 ) -> GenerationResult:
@@ -243,7 +273,9 @@ def generate(
     (nucleus, HF semantics; 1 = off). ``eos_token_id``: an id or a list of ids; a row stops after
     emitting one (the EOS is included in ``tokens``), then emits ``pad_id``. ``max_cache_len`` fixes the
     KV-cache length (longest prompt + ``max_new_tokens`` must fit); by default it is the prompt bucket
-    plus ``max_new_tokens`` rounded up to 16. Same ``seed`` -> same samples.
+    plus ``max_new_tokens`` rounded up to 16. Same ``seed`` -> same samples. ``seed`` may be a list, one
+    seed a prompt: each row is then drawn with its own key (sample ``j`` of prompt ``i`` from
+    ``fold_in(key(seed[i]), j)``), so a prompt's continuation does not depend on the batch it is in.
 
     Returns a ``GenerationResult`` (``tokens``, ``logprobs`` under ``log_softmax(logits / T)``,
     ``prompt_lengths``, ``finished``).
@@ -251,6 +283,8 @@ def generate(
     check_options(
         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, num_samples=num_samples
     )
+    if not isinstance(seed, (int, np.integer)) and len(seed) != len(prompt_ids):
+        raise ValueError(f"generate: {len(seed)} seeds for {len(prompt_ids)} prompts (give one seed, or one a prompt)")
     cfg = model.config
     eos = normalize_eos(eos_token_id)
     bad = [e for e in eos if not 0 <= e < cfg.vocab_size]
@@ -292,7 +326,10 @@ def generate(
         assert mesh is not None, "a model that spans processes is sharded over a mesh"
         replicated = NamedSharding(mesh, PartitionSpec())
         temp, p, eos_ids, pad = to_global(tuple(np.asarray(x) for x in (temp, p, eos_ids, pad)), (replicated,) * 4)
-    st = prefill(graphdef, state, ids, mask, lengths, jax.random.key(seed), temp, p, eos_ids, pad, opts=opts)
+    key = jax.random.key(seed) if isinstance(seed, (int, np.integer)) else _row_keys(seed, num_samples, ids.shape[0])
+    if key.ndim and spans_processes(state):
+        raise ValueError("generate: one seed a prompt is not supported for a model sharded over several processes")
+    st = prefill(graphdef, state, ids, mask, lengths, key, temp, p, eos_ids, pad, opts=opts)
     st = decode_loop(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
     tokens, logprobs, steps = fetch((st.tokens, st.logprobs, st.step))
     real_rows = len(batch.lengths) * num_samples  # the padding prompts' rows are dropped

@@ -82,7 +82,11 @@ def _upgraded(recorded: dict, config) -> dict:
 def changed_keys(recorded: dict, config, stage: str) -> list[str]:
     """Keys whose value in ``config`` differs from what ``stage`` recorded when it finished (keys the stage did
     not record, e.g. of an older version, are not compared)."""
-    now, recorded = stage_settings(config, stage), _upgraded(recorded, config)
+    return differing(_upgraded(recorded, config), stage_settings(config, stage))
+
+
+def differing(recorded: dict, now: dict) -> list[str]:
+    """Keys of ``recorded`` whose value in ``now`` differs (keys ``now`` lacks are not compared)."""
     return sorted(k for k in recorded if k in now and now[k] != recorded[k])
 
 
@@ -90,12 +94,18 @@ class StageConfigChanged(ValueError):
     """A finished stage would be reused although settings its artefacts depend on changed."""
 
 
-def refuse_changed(run_dir, stage: str, changed: list[str], recorded: dict, config) -> StageConfigChanged:
-    now, recorded = stage_settings(config, stage), _upgraded(recorded, config)
+def refuse_changed(
+    run_dir, stage: str, changed: list[str], recorded: dict, config, *, now: dict | None = None, stages=STAGES
+) -> StageConfigChanged:
+    """The error naming ``changed`` (recorded -> now). ``now`` / ``stages``: another pipeline's settings and
+    stage order (SQLConductor's, ``conductor.context``); by default the Reward-SQL pipeline's, which can keep
+    the artefacts with ``resume=accept_changes``."""
+    keep = "; to keep its artefacts as they are, add resume=accept_changes" if now is None else ""
+    if now is None:
+        now, recorded = stage_settings(config, stage), _upgraded(recorded, config)
     diff = ", ".join(f"{k}: {recorded[k]!r} -> {now[k]!r}" for k in changed)
-    later = [s for s in STAGES[STAGES.index(stage) :]]
+    later = list(stages[stages.index(stage) :])
     return StageConfigChanged(
         f"stage {stage!r} in {run_dir} finished with other settings ({diff}). To redo it with the new ones, delete "
-        f"{', '.join(f'{run_dir}/{s}/' for s in later)} (the later stages build on it); to keep its artefacts "
-        f"as they are, add resume=accept_changes"
+        f"{', '.join(f'{run_dir}/{s}/' for s in later)} (the later stages build on it){keep}"
     )

@@ -43,6 +43,14 @@ def test_conductor_smoke_pipeline(tmp_path):
     }
     assert (run / "action_model" / "config.json").exists() and (run / "policy_sft_rl" / "config.json").exists()
     assert list((run / "tensorboard" / "action_sft").glob("events.out.tfevents.*"))
+    for m, s in ev.items():  # the figure's numbers: calls / steps per difficulty and overall
+        table = saved["workflow_lengths"][m]
+        assert table["all"]["questions"] == n and table["all"]["mean_calls"] == pytest.approx(s["mean_action_calls"])
+        assert sum(row["questions"] for d, row in table.items() if d != "all") == n
+        for d, row in table.items():
+            assert 0 <= row["mean_steps"] <= row["mean_calls"]
+            if d != "all":
+                assert row["questions"] == sum(s["length_hist"][d].values())
     episodes = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
     assert len(episodes) == 4 * n
     lines = summary_lines(results)

@@ -172,6 +172,20 @@ def test_seed_determinism(torch_and_jax):
     assert len({tuple(t) for t in a.for_prompt(0)}) > 1  # samples of one prompt differ
 
 
+def test_one_seed_a_prompt_does_not_depend_on_the_batch(tiny_model):
+    prompts = [[1, 2, 3], [4, 5], [6, 7, 8, 9]]
+    kw = dict(max_new_tokens=8, temperature=1.5)
+    together = generate(tiny_model, prompts, seed=[11, 12, 13], **kw)
+    alone = [generate(tiny_model, [p], seed=[s], **kw).tokens[0] for p, s in zip(prompts, (11, 12, 13))]
+    assert together.tokens == alone  # a row's draw depends on its own seed alone
+    reordered = generate(tiny_model, prompts[::-1], seed=[13, 12, 11], **kw)
+    assert reordered.tokens[::-1] == together.tokens
+    seeds = [generate(tiny_model, [prompts[0]], seed=[s], **kw).tokens[0] for s in range(6)]
+    assert len({tuple(t) for t in seeds}) > 1
+    with pytest.raises(ValueError, match="2 seeds for 3 prompts"):
+        generate(tiny_model, prompts, seed=[1, 2], **kw)
+
+
 def test_same_shapes_do_not_recompile(torch_and_jax):
     _, jm = torch_and_jax
     kw = dict(max_new_tokens=9, temperature=0.8, top_k=5, top_p=0.9, num_samples=2)

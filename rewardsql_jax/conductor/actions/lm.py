@@ -2,15 +2,47 @@
 
 Both are served through ``rewardsql_jax.sampling.generate``. Batches are padded to a power of two
 (repeating the first row) so the sampler compiles a handful of shapes instead of one per batch size.
+
+Action calls are sampled LLM calls (``action.temperature``; 0 = greedy). Inside an episode bound with an id
+(``rollout.bind(state, call, episode=...)``) each action prompt is a ``SeededPrompt`` carrying
+``(episode id..., call index)``; a sampling server draws it with ``call_seed(server seed, key)``, so a call's answer
+depends on the run seed, the episode and its place in the episode alone (not on the batch it was served in), and a
+repeated ``generate_sql`` yields a new candidate.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 
 from rewardsql_jax.sampling import generate
 
 from .env import Completion
+
+
+class SeededPrompt(str):
+    """An action prompt (a ``str``) with ``key``: ``(episode id..., call index in the episode)``."""
+
+    key: tuple
+
+    def __new__(cls, text: str, key: tuple):
+        self = super().__new__(cls, text)
+        self.key = tuple(key)
+        return self
+
+
+def call_seed(seed: int, key: tuple) -> int:
+    """A 31-bit sampling seed of one call from the server's seed and the call's key (stable across runs)."""
+    digest = hashlib.blake2b(repr((int(seed), *key)).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
+
+def call_seeds(server, prompts: list):
+    """One seed a prompt when ``server`` samples and every prompt is a ``SeededPrompt``, else ``None`` (the
+    server's own seed sequence)."""
+    if server.temperature == 0 or not all(isinstance(p, SeededPrompt) for p in prompts):
+        return None
+    return [call_seed(server.seed, p.key) for p in prompts]
 
 
 def _pad_batch(rows: list) -> list:
@@ -36,11 +68,15 @@ class ModelServer:
         self.model, self.stop_ids, self.pad_id = model, tuple(stop_ids), pad_id
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.max_len = max_len or model.config.max_position_embeddings
+        self.seed = seed
         self._seeds = itertools.count(seed * 1_000_003)
 
-    def serve(self, prompts: list) -> list:
+    def serve(self, prompts: list, seeds: list | None = None) -> list:
+        """``seeds``: one a prompt (each drawn with its own, independent of the batch), else the next of the
+        server's seed sequence for the whole batch."""
         limit = self.max_len - self.max_new_tokens
         prompts = [list(p)[-limit:] for p in prompts]  # keep the most recent context if too long
+        seed = _pad_batch(list(seeds)) if seeds is not None else next(self._seeds)
         res = generate(
             self.model,
             _pad_batch(prompts),
@@ -48,7 +84,7 @@ class ModelServer:
             temperature=self.temperature,
             top_p=self.top_p,
             eos_token_id=list(self.stop_ids),
-            seed=next(self._seeds),
+            seed=seed,
             pad_id=self.pad_id,
         )
         out = []
@@ -63,7 +99,7 @@ def action_handler(server: ModelServer, tokenizer):
 
     def handle(prompts: list) -> list:
         encoded = [tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
-        outs = server.serve(encoded)
+        outs = server.serve(encoded, call_seeds(server, prompts))
         return [
             Completion(
                 tokenizer.decode([t for t in toks if t not in server.stop_ids], skip_special_tokens=True),

@@ -10,8 +10,9 @@ tokenizer (``data.tokenizer.load_tokenizer``); prompts go through the tokenizer'
 built-in action model (trained from scratch) for the three SQL-writing actions, lexical schema linking and
 template reasoning.
 
-``ActionModels.handlers(greedy)`` are the ``CallBatcher`` handlers of one phase (greedy for evaluation and RL,
-sampled at ``action.explore_temperature`` for exploration), ``routes`` the ``Env.routes`` that send each slot to
+``ActionModels.handlers(greedy)`` are the ``CallBatcher`` handlers of one phase (``greedy=True``: evaluation and
+RL, sampled at ``action.temperature`` with one seed a call, ``lm.SeededPrompt``; 0 = greedy; ``greedy=False``:
+exploration, sampled at ``action.explore_temperature``), ``routes`` the ``Env.routes`` that send each slot to
 its model's call kind, and ``calls`` counts the prompts each model answered per task (``results.json``).
 """
 
@@ -28,7 +29,7 @@ from rewardsql_jax.models import from_pretrained
 from rewardsql_jax.sampling.inputs import pad_id
 
 from .env import Completion
-from .lm import ModelServer
+from .lm import ModelServer, call_seeds
 from .prompts import BUILTIN_SLOTS, CHAT_TEMPLATE_CHOICES, INSTRUCTIONS, SLOTS, task_of
 
 
@@ -116,7 +117,16 @@ def load_action_model(path, *, dtype: str = "float32", chat_template: str = "aut
 class ActionModels:
     """The user's checkpoints of one run (none: every slot keeps its default)."""
 
-    def __init__(self, actions_cfg, *, max_new_tokens: int, explore_temperature: float, seed: int = 0, loader=None):
+    def __init__(
+        self,
+        actions_cfg,
+        *,
+        max_new_tokens: int,
+        explore_temperature: float,
+        temperature: float = 0.0,
+        seed: int = 0,
+        loader=None,
+    ):
         loader = loader or load_action_model
         paths = slot_paths(actions_cfg)
         self.table = model_table(actions_cfg)
@@ -133,7 +143,7 @@ class ActionModels:
                 stop_ids=m.stop_ids, pad_id=m.pad_id, max_new_tokens=n, max_len=m.model.config.max_position_embeddings
             )
             self._servers[kind] = {
-                True: ModelServer(m.model, seed=seed, **common),
+                True: ModelServer(m.model, temperature=temperature, seed=seed, **common),
                 False: ModelServer(m.model, temperature=explore_temperature, seed=seed + 7, **common),
             }
         self.calls: collections.Counter = collections.Counter()
@@ -150,7 +160,7 @@ class ActionModels:
             with self._lock:
                 self.calls.update(f"{kind}:{task_of(p) or 'other'}" for p in prompts)
             encoded = [m.encode(p) for p in prompts]
-            outs = server.serve(encoded)
+            outs = server.serve(encoded, call_seeds(server, prompts))
             return [
                 Completion(
                     m.tokenizer.decode([t for t in toks if t not in m.stop_ids], skip_special_tokens=True),

@@ -31,7 +31,12 @@ def run_fixed_workflow(
 ) -> list:
     """The fixed-workflow baseline (e.g. generate -> refine -> terminate) on every example."""
     batcher = CallBatcher(action_handlers(action_server, tokenizer))
-    jobs = [lambda call, ex=ex: run_workflow(bind(initial_state(ex, env), call), workflow) for ex in examples]
+    jobs = [
+        lambda call, ex=ex: run_workflow(
+            bind(initial_state(ex, env), call, ("fixed_workflow", ex.question_id)), workflow
+        )
+        for ex in examples
+    ]
     states = batcher.run(jobs)
     return [record(ex, s, 0, reward_cfg) for ex, s in zip(examples, states)]
 

@@ -81,6 +81,29 @@ def evidence_lines(results: dict) -> list:
     return lines
 
 
+def workflow_lengths(records: dict) -> dict:
+    """The numbers behind the workflow-length figure, for ``results.json``: ``{method: {difficulty or "all":
+    {"questions", "mean_calls", "mean_steps"}}}`` from ``{method: [EpisodeRecord]}``; calls are the policy's
+    steps (malformed calls included), steps the well-formed actions of its workflow."""
+    out = {}
+    for method, recs in records.items():
+        groups: dict[str, list] = {}
+        for r in recs:
+            groups.setdefault(r.difficulty, []).append(r)
+        groups = {d: groups[d] for d in sorted(groups, key=_diff_key)}
+        if recs:
+            groups["all"] = list(recs)
+        out[method] = {
+            d: {
+                "questions": len(rs),
+                "mean_calls": sum(r.num_calls for r in rs) / len(rs),
+                "mean_steps": sum(len(r.workflow) for r in rs) / len(rs),
+            }
+            for d, rs in groups.items()
+        }
+    return out
+
+
 def plot_workflow_lengths(
     evaluations: dict, path: str | Path, methods=("untrained_policy", "sft_policy", "sft_rl_policy")
 ) -> Path | None:

@@ -100,6 +100,7 @@ class EpisodeSource:
                 max_steps=self.max_steps,
                 reward_cfg=self.reward_cfg,
                 repeats=rl.samples_per_prompt,
+                episode_key=("grpo", step, draw),
             )
         return Episodes(records, rollouts), None
 

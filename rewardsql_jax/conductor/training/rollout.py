@@ -9,13 +9,14 @@ action prompt.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from rewardsql_jax.sql import execute
 
 from ..actions.batching import CallBatcher
 from ..actions.episode import finish, take_step
 from ..actions.format import format_results
-from ..actions.lm import action_handlers
+from ..actions.lm import SeededPrompt, action_handlers
 from ..actions.state import State
 from ..rewards import RewardConfig, score_sql
 from .trajectory import Segment, encode_text, policy_prompt
@@ -31,22 +32,45 @@ class Rollout:
     hit_limit: bool
 
 
-def bind(state: State, call) -> State:
+def bind(state: State, call, episode: tuple | None = None) -> State:
     """The state with its env's action models routed through this thread's batched ``call`` (kind ``"action"``,
-    or the kind ``env.routes`` names for a slot with its own model)."""
+    or the kind ``env.routes`` names for a slot with its own model). With ``episode`` (the episode's id, a tuple)
+    each action prompt goes as ``lm.SeededPrompt(prompt, (*episode, call index))``: a sampling action model draws
+    it with a seed of its own (reproducible, independent of the batching)."""
+    if episode is not None:
+        call = _numbered(call, tuple(episode))
     env = dataclasses.replace(state.env, complete=lambda prompt: call("action", prompt), call=call)
     return dataclasses.replace(state, env=env)
 
 
+def _numbered(call, episode: tuple):
+    counter = itertools.count()
+
+    def numbered(kind, payload):
+        if isinstance(payload, str):
+            payload = SeededPrompt(payload, (*episode, next(counter)))
+        return call(kind, payload)
+
+    return numbered
+
+
 def policy_episode(
-    state: State, call, tokenizer, *, max_steps: int, max_len: int, max_new_tokens: int, bind_actions: bool = True
+    state: State,
+    call,
+    tokenizer,
+    *,
+    max_steps: int,
+    max_len: int,
+    max_new_tokens: int,
+    bind_actions: bool = True,
+    episode: tuple | None = None,
 ) -> Rollout:
     """Run the policy until ``terminate``, ``max_steps`` calls, or the context limit (Algorithm 3).
 
     ``bind_actions=False`` keeps the state's own ``env.complete`` (e.g. a scripted action model).
     """
     if bind_actions:
-        state = bind(state, call)
+        state = bind(state, call, episode)
     segs = [Segment(encode_text(tokenizer, policy_prompt(state.question)), False)]
     generated = 0
     for _ in range(max_steps):
@@ -107,8 +131,10 @@ def run_policy_episodes(
     max_steps: int,
     reward_cfg: RewardConfig = RewardConfig(),
     repeats: int = 1,
+    episode_key: tuple = (),
 ):
     """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
+    Episode ``(*episode_key, question_id, repeat)``'s action calls are seeded from that id (``bind``).
 
     ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``actions.lm.action_handlers``);
     ``None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
@@ -117,9 +143,9 @@ def run_policy_episodes(
     if action_server is not None:
         handlers.update(action_handlers(action_server, tokenizer))
     batcher = CallBatcher(handlers)
-    items = [ex for ex in examples for _ in range(repeats)]
+    items = [(ex, r) for ex in examples for r in range(repeats)]
     jobs = [
-        lambda call, ex=ex: policy_episode(
+        lambda call, ex=ex, r=r: policy_episode(
             initial_state(ex, env),
             call,
             tokenizer,
@@ -127,9 +153,10 @@ def run_policy_episodes(
             max_len=policy_server.max_len,
             max_new_tokens=policy_server.max_new_tokens,
             bind_actions=action_server is not None,
+            episode=(*episode_key, ex.question_id, r),
         )
-        for ex in items
+        for ex, r in items
     ]
     rollouts = batcher.run(jobs)
-    records = [record(ex, r.state, r.policy_tokens, reward_cfg) for ex, r in zip(items, rollouts)]
+    records = [record(ex, ro.state, ro.policy_tokens, reward_cfg) for (ex, _), ro in zip(items, rollouts)]
     return records, rollouts
