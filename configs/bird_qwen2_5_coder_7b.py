@@ -42,7 +42,8 @@ CONFIG = RunConfig(
     mesh=MeshConfig(data=1, fsdp=2, tensor=4, micro_batches=192),
     data=DataConfig(source="bird", root="/data/bird", train_split="train", eval_split="dev", ex_mode="bird"),
     model=ModelConfigSection(path="/ckpt/Qwen2.5-Coder-7B-Instruct", max_len=2048 + 512, dtype="bfloat16"),
-    sft=SFTConfig(steps=3 * _EPOCH_STEPS, batch_size=16, lr=1e-5, warmup_steps=0),
+    # micro-batches of 2 rows, as the RL step (384 rows / 192): 16 / 8
+    sft=SFTConfig(steps=3 * _EPOCH_STEPS, batch_size=16, lr=1e-5, warmup_steps=0, micro_batches=8),
     prm_labels=PRMLabelConfig(
         num_questions=_TRAIN_QUESTIONS,
         rollouts_per_question=8,
@@ -54,7 +55,7 @@ CONFIG = RunConfig(
         search_budget=32,
         max_new_tokens=512,
     ),
-    prm=PRMConfig(steps=3 * _EPOCH_STEPS, batch_size=16, lr=1e-5),
+    prm=PRMConfig(steps=3 * _EPOCH_STEPS, batch_size=16, lr=1e-5, micro_batches=8),
     rl=RLConfig(
         algorithm="grpo",
         steps=200,

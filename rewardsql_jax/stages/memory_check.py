@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import time
 
+from .run_config import micro_batches_key
 from .stage_memory import ROW_STAGES, stage_rows
 from .train_memory import planned_by_the_rl_plan, train_step_memory
 
@@ -90,7 +91,7 @@ def check_stage(config, stage: str, devices, limit: int):
     if stage == "rl" and planned_by_the_rl_plan(config):
         return check_fits(plan_from_run_config(config, devices=devices), limit / 1e9)
     step = train_step_memory(config, stage, devices)
-    peak, m = step.stats.peak_bytes, config.mesh
+    peak = step.stats.peak_bytes
     if peak <= limit:
         return FitCheck(
             True, f"fits: peak {peak / GB:.2f} GB per device ({step.what}) <= {limit / GB:.2f} GB", peak, limit
@@ -98,8 +99,8 @@ def check_stage(config, stage: str, devices, limit: int):
     return FitCheck(
         False,
         f"will OOM: the {step.what} needs {peak / GB:.2f} GB per device but a device has "
-        f"{limit / GB:.2f} GB (temp {step.stats.temp_bytes / GB:.2f} GB, {m.micro_batches} "
-        f"micro-batch(es)). To fit: raise mesh.micro_batches, lower {step.knob}, shard wider, or "
+        f"{limit / GB:.2f} GB (temp {step.stats.temp_bytes / GB:.2f} GB, {config.micro_batches(stage)} "
+        f"micro-batch(es)). To fit: raise {micro_batches_key(stage)}, lower {step.knob}, shard wider, or "
         f"lower model.max_len.",
         peak,
         limit,

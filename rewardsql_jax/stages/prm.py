@@ -231,7 +231,7 @@ def run_prm(ctx: RunContext) -> dict:
     )
     state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
     options = {"tag_token_ids": (tags.plus_id, tags.minus_id), "pos_weight": pos_weight}
-    step_fn = make_train_step(state.graphdef, "prm", options, mesh=mesh, micro_batches=cfg.mesh.micro_batches)
+    step_fn = make_train_step(state.graphdef, "prm", options, mesh=mesh, micro_batches=cfg.micro_batches("prm"))
     order, t_train = list(batch_indices(len(train), pc.batch_size, pc.steps, cfg.seed)), time.perf_counter()
 
     def step(state, i):

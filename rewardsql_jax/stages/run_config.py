@@ -124,11 +124,14 @@ class SFTConfig:
     # > 1: rows of one database in groups of this size share their schema prefix, computed once per group in the
     # train step (training.prefix_groups; same loss and gradients); 0 / 1 = independent rows
     prefix_group: int = 0
+    micro_batches: int = 0  # micro-batches of each SFT batch; 0 = mesh.micro_batches (sized for the RL batch)
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
         if self.checkpoint_every < 0:
             raise ValueError(f"sft.checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if self.micro_batches < 0:
+            raise ValueError(f"sft.micro_batches must be >= 0 (0 = mesh.micro_batches), got {self.micro_batches}")
         if self.prefix_group < 0 or (self.prefix_group > 1 and self.batch_size % self.prefix_group):
             raise ValueError(
                 f"sft.prefix_group={self.prefix_group} must be 0 (off) or divide sft.batch_size={self.batch_size}"
@@ -172,10 +175,13 @@ class PRMConfig:
     annotate_results: bool = False  # add <result>...</result> execution annotations to steps
     balance: str = "none"  # train step labels: none | weight (BCE pos_weight n_neg/n_pos) | downsample
     checkpoint_every: int = 0  # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
+    micro_batches: int = 0  # micro-batches of each PRM batch; 0 = mesh.micro_batches (sized for the RL batch)
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
         require_choice(self, "balance", ("none", "weight", "downsample"))
+        if self.micro_batches < 0:
+            raise ValueError(f"prm.micro_batches must be >= 0 (0 = mesh.micro_batches), got {self.micro_batches}")
         if self.checkpoint_every < 0:
             raise ValueError(f"prm.checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if not 0.0 < self.heldout_fraction < 1.0:
@@ -290,6 +296,11 @@ class MeshConfig:
         require_positive(self, "micro_batches")
 
 
+def micro_batches_key(stage: str) -> str:
+    """The setting that splits the ``stage`` (sft, prm or rl) train step into micro-batches."""
+    return f"{stage}.micro_batches" if stage in ("sft", "prm") else "mesh.micro_batches"
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Everything ``launch/run.py`` needs; ``stages`` picks which of ``STAGES`` run (in pipeline order)."""
@@ -313,6 +324,12 @@ class RunConfig:
     plugins: tuple = ()  # user .py files imported before the run (their losses / RL algorithms);
     # launch/run.py imports them before it reads the other overrides
 
+    def micro_batches(self, stage: str) -> int:
+        """Micro-batches of the ``stage`` (sft, prm or rl) train step: ``<stage>.micro_batches``, else
+        ``mesh.micro_batches``."""
+        own = getattr(self, stage).micro_batches if stage in ("sft", "prm") else 0
+        return own or self.mesh.micro_batches
+
     def __post_init__(self):
         require_choice(self, "memory_check", ("auto", "on", "off"))
         require_choice(self, "resume", ("check", "accept_changes"))
@@ -320,6 +337,14 @@ class RunConfig:
         if unknown:
             raise ValueError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")
         require_positive(self, "workers")
+        for stage in ("sft", "prm"):  # before any stage runs: a batch its micro-batches do not divide cannot train
+            section = getattr(self, stage)
+            if stage in self.stages and section.batch_size % self.micro_batches(stage):
+                raise ValueError(
+                    f"{stage}.batch_size={section.batch_size} is not divisible by its {self.micro_batches(stage)} "
+                    f"micro-batches (mesh.micro_batches, sized for the RL batch, unless {stage}.micro_batches is set); "
+                    f"set {stage}.micro_batches to a divisor of {section.batch_size}."
+                )
         if "rl" in self.stages:  # the RL settings across sections, before SFT and PRM train for minutes
             from rewardsql_jax.rl import get_algorithm
 

@@ -70,7 +70,7 @@ def run_sft(ctx: RunContext) -> dict:
         seed=cfg.seed,
         loss_options={"target_tokens": targets},
         mesh=ctx.mesh(),
-        micro_batches=cfg.mesh.micro_batches,
+        micro_batches=cfg.micro_batches("sft"),
         **ctx.fit_options("sft", steps=s.steps, checkpoint_every=s.checkpoint_every),
     )
     state, losses = run.state, [(h["step"], h["loss"]) for h in run.history]

@@ -102,7 +102,7 @@ def train_step_memory(config, stage: str, devices, *, compile_layers: int | None
             _fields(kind, rows, seq),
             loss=loss,
             loss_options=options,
-            micro_batches=m.micro_batches,
+            micro_batches=config.micro_batches(stage),
             reference=reference,
             name=f"{stage} train step",
         )

@@ -1,0 +1,63 @@
+"""Micro-batches per train step: ``sft.micro_batches`` / ``prm.micro_batches`` (0 = ``mesh.micro_batches``, which is
+sized for the RL batch); a supervised batch its micro-batches do not divide is refused before any stage runs, and
+the SFT stage's train step gets the stage's own count."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from test_sft_stage import CFG
+
+from rewardsql_jax.config import load_config
+from rewardsql_jax.stages import sft
+from rewardsql_jax.stages.run_config import MeshConfig, PRMConfig, RunConfig, SFTConfig
+from rewardsql_jax.stages.runner import run_pipeline
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_a_stage_without_its_own_micro_batches_uses_the_meshs():
+    cfg = RunConfig(mesh=MeshConfig(micro_batches=4), sft=SFTConfig(batch_size=8), prm=PRMConfig(micro_batches=2))
+    assert (cfg.micro_batches("sft"), cfg.micro_batches("prm"), cfg.micro_batches("rl")) == (4, 2, 4)
+
+
+@pytest.mark.parametrize("stage", ["sft", "prm"])
+def test_a_batch_its_micro_batches_do_not_divide_is_refused_naming_the_setting(stage):
+    sections = {"sft": SFTConfig(batch_size=16, micro_batches=1), "prm": PRMConfig(batch_size=16, micro_batches=1)}
+    sections[stage] = dataclasses.replace(sections[stage], micro_batches=0)  # the mesh's 192
+    with pytest.raises(
+        ValueError,
+        match=rf"{stage}.batch_size=16 is not divisible by its 192 micro-batches.*set {stage}.micro_batches to a "
+        rf"divisor of 16",
+    ):
+        RunConfig(mesh=MeshConfig(micro_batches=192), **sections)
+
+
+def test_a_stage_that_does_not_run_is_not_checked():
+    cfg = RunConfig(stages=("inference",), mesh=MeshConfig(micro_batches=192), sft=SFTConfig(batch_size=16))
+    assert cfg.micro_batches("sft") == 192
+
+
+@pytest.mark.parametrize("name, rows", [("bird_qwen2_5_coder_7b.py", 2), ("bird_qwen2_5_coder_32b.py", 8)])
+def test_the_bird_configs_train_sft_and_prm_in_micro_batches_of_the_rl_steps_rows(name, rows):
+    cfg = load_config(CONFIGS / name)
+    rl_rows = cfg.rl.prompts_per_step * cfg.rl.samples_per_prompt
+    assert rl_rows // cfg.micro_batches("rl") == rows
+    for stage in ("sft", "prm"):
+        assert getattr(cfg, stage).batch_size // cfg.micro_batches(stage) == rows
+
+
+def test_the_sft_stage_trains_in_its_own_micro_batches(tmp_path, monkeypatch):
+    seen = {}
+
+    def record(*args, micro_batches, **kwargs):
+        seen["micro_batches"] = micro_batches
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(sft, "train_sft", record)
+    cfg = dataclasses.replace(
+        CFG, run_dir=str(tmp_path), mesh=MeshConfig(micro_batches=4), sft=dataclasses.replace(CFG.sft, micro_batches=2)
+    )
+    with pytest.raises(RuntimeError, match="recorded"):
+        run_pipeline(cfg, log=lambda *_: None)
+    assert seen == {"micro_batches": 2}
