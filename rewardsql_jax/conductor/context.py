@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import time
 from collections.abc import Callable
@@ -73,7 +74,7 @@ class ConductorRun(StageDirs):
             **metrics,
             "settings": run_settings(self.cfg),
         }
-        (self.stage_dir(stage) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+        write_atomic(self.stage_dir(stage) / "metrics.json", json.dumps(metrics, indent=2, default=str))
         return metrics
 
     def skip(self, stage: str) -> bool:
@@ -114,6 +115,14 @@ class ConductorRun(StageDirs):
 STAGES = ("action_model", "search", "curation", "policy_sft", "policy_sft_rl", "evaluation")
 # keys that change how a run executes, not what it produces
 NOT_RESULTS = ("name", "run_dir", "checkpoint_every", "rl.checkpoint_every")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed over it): a run killed while writing a done
+    marker or a read-back output leaves no truncated file for the rerun to read."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def run_settings(cfg) -> dict:

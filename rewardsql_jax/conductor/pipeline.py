@@ -39,7 +39,7 @@ from rewardsql_jax.training.collate import encode_pair
 from .actions.batching import CallBatcher
 from .actions.lm import action_handler
 from .actions.models import needs_builtin
-from .context import ConductorRun, action_servers, setup
+from .context import ConductorRun, action_servers, setup, write_atomic
 from .evaluation.evaluate import METHODS, evidence, run_fixed_workflow, summarize
 from .evaluation.report import plot_workflow_lengths, workflow_lengths
 from .search.curation import curate_question
@@ -243,7 +243,7 @@ def evaluation_stage(run: ConductorRun) -> dict:
                 reward_cfg=cfg.rl.reward,
             )
         seconds[method] = time.perf_counter() - t
-        path.write_text("".join(json.dumps(dataclasses.asdict(r), default=str) + "\n" for r in recs))
+        write_atomic(path, "".join(json.dumps(dataclasses.asdict(r), default=str) + "\n" for r in recs))
         records[method] = recs
         s = summarize(recs)
         run.log(f"[conductor] {method}: EX {s['ex']:.3f}, calls {s['mean_action_calls']:.2f}")

@@ -6,13 +6,18 @@ sampling stages' models are sharded over every device of their process."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pod import launch, model_params
+from rewardsql_jax.conductor.context import STAGES
+
+from pod import launch, model_params, start
 
 pytestmark = pytest.mark.slow
 
@@ -129,3 +134,35 @@ def test_rl_scores_each_rollout_on_one_process_and_equals_one_process(two_runs, 
     rows = json.loads((pod / "rl" / "metrics.json").read_text())["rows_scored_per_process"]
     assert rows == [4, 4]  # 2 steps x 2 prompts x 2 samples, half on each process
     assert json.loads((again / "rl" / "metrics.json").read_text())["rows_scored_per_process"] == [8]
+
+
+def test_sqlconductor_killed_on_two_processes_resumes_on_both(tmp_path):
+    """A 2-process SQLConductor run SIGKILLed once its search stage has finished, rerun with 2 processes: both
+    exit 0, and the primary and the other process (which restored run_dir's finished stages into its scratch
+    directory, conductor/run.py) skip the same finished stages."""
+    run = tmp_path / "run"
+    args = ["--config", str(ROOT / "configs" / "conductor_smoke.py"), f"run_dir={run}"]
+    procs = start(args, processes=2, devices=1, log_dir=tmp_path / "killed")
+    try:
+        deadline = time.monotonic() + 300
+        while not (run / "search" / "metrics.json").exists():
+            assert all(p.poll() is None for p in procs), "a process ended before the search stage finished"
+            assert time.monotonic() < deadline, "the search stage did not finish in 300 s"
+            time.sleep(0.2)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+    assert not (run / "results.json").exists()
+    done = {p.parent.name for p in run.glob("*/metrics.json")}
+    assert {"action_model", "search"} <= done and "evaluation" not in done
+
+    outs = launch(args, processes=2, devices=1, log_dir=tmp_path / "rerun")
+    skip = re.compile(r"\[conductor\] (\w+) already done in (\S+) \(resume\): skipping")
+    skipped = [{m.group(1): m.group(2) for m in skip.finditer(out)} for out in outs]
+    assert set(skipped[0]) == set(skipped[1]) == done
+    assert set(skipped[0].values()) == {str(run)} and str(run) not in skipped[1].values()  # its scratch copy
+    assert f"[conductor] process 1: restored {', '.join(s for s in STAGES if s in done)}" in outs[1]
+    results = json.loads((run / "results.json").read_text())
+    assert set(results["evaluations"]) == {"fixed_workflow", "untrained_policy", "sft_policy", "sft_rl_policy"}
+    assert "SFT+RL policy" in outs[0] and "SFT+RL policy" not in outs[1]
