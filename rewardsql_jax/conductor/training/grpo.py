@@ -36,7 +36,6 @@ from .trajectory import flatten
 
 if TYPE_CHECKING:
     from ..actions.env import Env
-    from ..config import ConductorRLConfig
     from ..rewards import RewardConfig
 
 DIFFICULTY_ORDER = {"simple": 0, "moderate": 1, "challenging": 2}
@@ -79,7 +78,7 @@ class EpisodeSource:
     tokenizer: Any
     make_policy_server: Callable[..., Any]
     action_server: Any
-    rl: ConductorRLConfig
+    rl: Any  # config.ConductorRLConfig (not imported: the config module imports this subpackage)
     reward_cfg: RewardConfig
     max_steps: int
     pad_id: int
