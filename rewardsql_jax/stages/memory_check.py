@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 
-from .run_config import micro_batches_key
+from .run_config import raise_micro_batches
 from .stage_memory import ROW_STAGES, stage_rows
 from .train_memory import planned_by_the_rl_plan, train_step_memory
 
@@ -100,7 +100,7 @@ def check_stage(config, stage: str, devices, limit: int):
         False,
         f"will OOM: the {step.what} needs {peak / GB:.2f} GB per device but a device has "
         f"{limit / GB:.2f} GB (temp {step.stats.temp_bytes / GB:.2f} GB, {config.micro_batches(stage)} "
-        f"micro-batch(es)). To fit: raise {micro_batches_key(stage)}, lower {step.knob}, shard wider, or "
+        f"micro-batch(es)). To fit: {raise_micro_batches(config, stage)}, lower {step.knob}, shard wider, or "
         f"lower model.max_len.",
         peak,
         limit,

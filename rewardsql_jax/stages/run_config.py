@@ -296,9 +296,13 @@ class MeshConfig:
         require_positive(self, "micro_batches")
 
 
-def micro_batches_key(stage: str) -> str:
-    """The setting that splits the ``stage`` (sft, prm or rl) train step into micro-batches."""
-    return f"{stage}.micro_batches" if stage in ("sft", "prm") else "mesh.micro_batches"
+def raise_micro_batches(config, stage: str) -> str:
+    """The advice to split the ``stage`` (sft, prm or rl) train step into more micro-batches, naming its setting."""
+    n = config.micro_batches(stage)
+    if stage not in ("sft", "prm"):
+        return f"raise mesh.micro_batches (now {n})"
+    own = getattr(config, stage).micro_batches
+    return f"raise {stage}.micro_batches (now {n}{'' if own else ', from mesh.micro_batches'})"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,7 +39,7 @@ from rewardsql_jax.sampling.inputs import bucket_length
 
 from .inference import CHUNK
 from .prm_labels import PROMPTS_PER_CALL
-from .run_config import micro_batches_key
+from .run_config import raise_micro_batches
 from .train_memory import planned_by_the_rl_plan, train_state_bytes, train_step_memory
 
 ROW_STAGES = ("sft", "prm_labels", "prm", "rl", "inference")
@@ -96,8 +96,7 @@ def _train_row(c: _Counter, stage: str, compile_layers) -> StageMemory:
         {step.what.split(" (")[0]: [Held(step.what, step.stats.peak_bytes)]},
         (f"{model} (fp32) + AdamW moments + activations",),
         f"run mesh {m.data}x{m.fsdp}x{m.tensor}",
-        f"raise {micro_batches_key(stage)} (now {c.config.micro_batches(stage)}), lower {step.knob}, shard wider, or lower "
-        f"model.max_len",
+        f"{raise_micro_batches(c.config, stage)}, lower {step.knob}, shard wider, or lower model.max_len",
     )
 
 

@@ -38,13 +38,16 @@ def test_a_stage_that_does_not_run_is_not_checked():
     assert cfg.micro_batches("sft") == 192
 
 
-@pytest.mark.parametrize("name, rows", [("bird_qwen2_5_coder_7b.py", 2), ("bird_qwen2_5_coder_32b.py", 8)])
-def test_the_bird_configs_train_sft_and_prm_in_micro_batches_of_the_rl_steps_rows(name, rows):
+@pytest.mark.parametrize(
+    "name, rl_rows, sft_rows, prm_rows",
+    [("bird_qwen2_5_coder_7b.py", 2, 2, 2), ("bird_qwen2_5_coder_32b.py", 8, 8, 4)],  # 32B PRM at 8 rows: 98 GB
+)
+def test_the_bird_configs_micro_batches_split_every_train_batch(name, rl_rows, sft_rows, prm_rows):
     cfg = load_config(CONFIGS / name)
-    rl_rows = cfg.rl.prompts_per_step * cfg.rl.samples_per_prompt
-    assert rl_rows // cfg.micro_batches("rl") == rows
-    for stage in ("sft", "prm"):
-        assert getattr(cfg, stage).batch_size // cfg.micro_batches(stage) == rows
+    rows = cfg.rl.prompts_per_step * cfg.rl.samples_per_prompt
+    assert rows // cfg.micro_batches("rl") == rl_rows
+    assert cfg.sft.batch_size // cfg.micro_batches("sft") == sft_rows
+    assert cfg.prm.batch_size // cfg.micro_batches("prm") == prm_rows
 
 
 def test_the_sft_stage_trains_in_its_own_micro_batches(tmp_path, monkeypatch):
