@@ -40,7 +40,7 @@ def test_a_stage_that_does_not_run_is_not_checked():
 
 @pytest.mark.parametrize(
     "name, rl_rows, sft_rows, prm_rows",
-    [("bird_qwen2_5_coder_7b.py", 2, 2, 2), ("bird_qwen2_5_coder_32b.py", 8, 8, 4)],  # 32B PRM at 8 rows: 98 GB
+    [("bird_qwen2_5_coder_7b.py", 2, 2, 2), ("bird_qwen2_5_coder_32b.py", 8, 8, 8)],
 )
 def test_the_bird_configs_micro_batches_split_every_train_batch(name, rl_rows, sft_rows, prm_rows):
     cfg = load_config(CONFIGS / name)
