@@ -27,6 +27,13 @@ def new_or_pretrained_policy(ctx: RunContext):
     return fresh_model(m, len(tok), tok.eos_token_id, ctx.config.seed)
 
 
+def trainable(model, ctx: RunContext):
+    """``model`` as the train steps run it: with ``model.remat``, each layer recomputed in the backward pass."""
+    if ctx.config.model.remat and not model.config.remat:
+        model.config = model.config.replace(remat=True)
+    return model
+
+
 def save_model(ctx: RunContext, model, path: Path) -> Path:
     """``save_pretrained`` plus the run's tokenizer, so the directory is a complete HF checkpoint. With several
     processes every one gathers the sharded weights and the primary alone writes."""

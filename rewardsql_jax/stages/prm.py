@@ -38,7 +38,7 @@ from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
-from .policy import load_model, save_model
+from .policy import load_model, save_model, trainable
 
 STEP_SEPARATOR = "\n\n"
 
@@ -229,7 +229,7 @@ def run_prm(ctx: RunContext) -> dict:
         total_steps=pc.steps,
         min_lr_ratio=0.1,
     )
-    state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
+    state = create_train_state(trainable(model, ctx), make_optimizer(opt), seed=cfg.seed)
     options = {"tag_token_ids": (tags.plus_id, tags.minus_id), "pos_weight": pos_weight}
     step_fn = make_train_step(state.graphdef, "prm", options, mesh=mesh, micro_batches=cfg.micro_batches("prm"))
     order, t_train = list(batch_indices(len(train), pc.batch_size, pc.steps, cfg.seed)), time.perf_counter()

@@ -17,7 +17,7 @@ from rewardsql_jax.training.step import make_train_step
 from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
 from .context import RunContext
-from .policy import load_model
+from .policy import load_model, trainable
 
 STOP_ENV = "REWARDSQL_RL_STOP_AFTER"
 
@@ -98,7 +98,7 @@ def new_state(ctx: RunContext):
     sharded over the run's mesh when there is more than one device."""
     model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype, ctx.mesh())
     opt = OptimizerConfig(learning_rate=ctx.config.rl.lr, max_grad_norm=1.0)
-    return create_train_state(model, make_optimizer(opt), seed=ctx.config.seed, with_reference=True)
+    return create_train_state(trainable(model, ctx), make_optimizer(opt), seed=ctx.config.seed, with_reference=True)
 
 
 def train_step(ctx: RunContext, state):

@@ -28,7 +28,7 @@ from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
 from .context import RunContext
-from .policy import new_or_pretrained_policy, save_model
+from .policy import new_or_pretrained_policy, save_model, trainable
 
 
 def run_sft(ctx: RunContext) -> dict:
@@ -64,7 +64,7 @@ def run_sft(ctx: RunContext) -> dict:
         return b
 
     run = train_sft(
-        new_or_pretrained_policy(ctx),
+        trainable(new_or_pretrained_policy(ctx), ctx),
         batch,
         opt=opt,
         seed=cfg.seed,

@@ -6,8 +6,8 @@ config asks for, nor is anything trained from it. So each stage records, when it
 artefacts depend on (its own section plus every earlier stage's: a stage is built on their artefacts), and a
 rerun whose config differs in one of them stops before running anything, naming the keys and the two ways on:
 redo the stage (delete its folder and the later stages'), or keep the artefacts (``resume=accept_changes``).
-Keys that change how a run executes but not what it produces (workers, memory check, checkpoint cadence, the
-stop hook, the run's name and directory) are not part of it.
+Keys that change how a run executes but not what it produces (workers, memory check, checkpoint cadence,
+micro-batches, rematerialisation, the stop hook, the run's name and directory) are not part of it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,15 @@ STAGE_KEYS = {
     "inference": ("inference",),
     "evaluate": (),
 }
-NOT_RESULTS = ("rl.stop_after", "rl.checkpoint_every", "sft.checkpoint_every", "prm.checkpoint_every")
+NOT_RESULTS = (
+    "rl.stop_after",
+    "rl.checkpoint_every",
+    "sft.checkpoint_every",
+    "prm.checkpoint_every",
+    "sft.micro_batches",  # exact accumulation and recomputed layers: the same loss and gradients
+    "prm.micro_batches",
+    "model.remat",
+)
 
 
 def flat(config) -> dict:

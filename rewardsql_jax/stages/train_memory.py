@@ -92,7 +92,7 @@ def train_step_memory(config, stage: str, devices, *, compile_layers: int | None
     batch_type, kind, rows, loss, options, reference, knob = _step_spec(config, stage)
     m, seq = config.mesh, bucket_length(config.model.max_len)
     mesh = planning_mesh((m.data, m.fsdp, m.tensor), devices)
-    cfg = model_config_of(config)
+    cfg = model_config_of(config).replace(remat=config.model.remat)
 
     def stats(model_config):
         return train_step_stats(

@@ -64,3 +64,28 @@ def test_the_sft_stage_trains_in_its_own_micro_batches(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="recorded"):
         run_pipeline(cfg, log=lambda *_: None)
     assert seen == {"micro_batches": 2}
+
+
+def test_model_remat_recomputes_layers_in_the_train_steps_same_loss_less_memory(tmp_path):
+    """``model.remat=true``: the SFT stage's loss curve is unchanged and the compiled SFT step's peak is lower."""
+    from rewardsql_jax.stages.train_memory import train_step_memory
+
+    curves = {}
+    for remat in (False, True):
+        cfg = dataclasses.replace(
+            CFG,
+            run_dir=str(tmp_path / str(remat)),
+            model=dataclasses.replace(CFG.model, num_layers=2, remat=remat),
+            sft=dataclasses.replace(CFG.sft, steps=3, checkpoint_every=0),
+        )
+        curves[remat] = [loss for _, loss in run_pipeline(cfg, log=lambda *_: None)["sft"]["loss_curve"]]
+    assert curves[True] == pytest.approx(curves[False], rel=1e-5)
+
+    big = dataclasses.replace(CFG.model, num_layers=4, hidden_size=64, intermediate_size=128)
+    peaks = {
+        remat: train_step_memory(
+            dataclasses.replace(CFG, model=dataclasses.replace(big, remat=remat)), "sft", 1
+        ).stats.peak_bytes
+        for remat in (False, True)
+    }
+    assert peaks[True] < peaks[False]
