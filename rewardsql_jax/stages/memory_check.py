@@ -100,7 +100,8 @@ def check_stage(config, stage: str, devices, limit: int):
         False,
         f"will OOM: the {step.what} needs {peak / GB:.2f} GB per device but a device has "
         f"{limit / GB:.2f} GB (temp {step.stats.temp_bytes / GB:.2f} GB, {config.micro_batches(stage)} "
-        f"micro-batch(es)). To fit: {raise_micro_batches(config, stage)}, lower {step.knob}, shard wider, or "
+        f"micro-batch(es)). To fit: {raise_micro_batches(config, stage)}, set model.remat=true, lower {step.knob}, "
+        f"shard wider, or "
         f"lower model.max_len.",
         peak,
         limit,

@@ -96,7 +96,8 @@ def _train_row(c: _Counter, stage: str, compile_layers) -> StageMemory:
         {step.what.split(" (")[0]: [Held(step.what, step.stats.peak_bytes)]},
         (f"{model} (fp32) + AdamW moments + activations",),
         f"run mesh {m.data}x{m.fsdp}x{m.tensor}",
-        f"{raise_micro_batches(c.config, stage)}, lower {step.knob}, shard wider, or lower model.max_len",
+        f"{raise_micro_batches(c.config, stage)}, set model.remat=true, lower {step.knob}, shard wider, or lower "
+        f"model.max_len",
     )
 
 
