@@ -337,6 +337,18 @@ class RunConfig:
         own = getattr(self, stage).micro_batches if stage in ("sft", "prm") else 0
         return own or self.mesh.micro_batches
 
+    def check_micro_batches(self, stages) -> None:
+        """ValueError naming the setting when the batch of a supervised stage in ``stages`` (sft, prm) does not split
+        into its micro-batches; the runner calls it before any stage runs."""
+        for stage in ("sft", "prm"):
+            section = getattr(self, stage)
+            if stage in stages and section.batch_size % self.micro_batches(stage):
+                raise ValueError(
+                    f"{stage}.batch_size={section.batch_size} is not divisible by its {self.micro_batches(stage)} "
+                    f"micro-batches (mesh.micro_batches, sized for the RL batch, unless {stage}.micro_batches is set); "
+                    f"set {stage}.micro_batches to a divisor of {section.batch_size}."
+                )
+
     def __post_init__(self):
         require_choice(self, "memory_check", ("auto", "on", "off"))
         require_choice(self, "resume", ("check", "accept_changes"))
@@ -344,14 +356,6 @@ class RunConfig:
         if unknown:
             raise ValueError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")
         require_positive(self, "workers")
-        for stage in ("sft", "prm"):  # before any stage runs: a batch its micro-batches do not divide cannot train
-            section = getattr(self, stage)
-            if stage in self.stages and section.batch_size % self.micro_batches(stage):
-                raise ValueError(
-                    f"{stage}.batch_size={section.batch_size} is not divisible by its {self.micro_batches(stage)} "
-                    f"micro-batches (mesh.micro_batches, sized for the RL batch, unless {stage}.micro_batches is set); "
-                    f"set {stage}.micro_batches to a divisor of {section.batch_size}."
-                )
         if "rl" in self.stages:  # the RL settings across sections, before SFT and PRM train for minutes
             from rewardsql_jax.rl import get_algorithm
 

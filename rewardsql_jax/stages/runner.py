@@ -59,7 +59,8 @@ def run_pipeline(config: RunConfig, *, log=print) -> dict:
     results = {}
     try:
         order = [s for s in STAGES if s in config.stages]
-        # Before anything is trained or allocated: will the training steps about to run fit a device?
+        # Before anything is trained or allocated: do the batches split, will the training steps fit a device?
+        config.check_micro_batches([s for s in order if not ctx.is_done(s)])
         check_memory(config, [s for s in order if not ctx.is_done(s)], log=log)
         check_finished_stages(ctx, order, log=log)
         for name in order:

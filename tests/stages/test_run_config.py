@@ -25,16 +25,25 @@ def test_a_stage_without_its_own_micro_batches_uses_the_meshs():
 def test_a_batch_its_micro_batches_do_not_divide_is_refused_naming_the_setting(stage):
     sections = {"sft": SFTConfig(batch_size=16, micro_batches=1), "prm": PRMConfig(batch_size=16, micro_batches=1)}
     sections[stage] = dataclasses.replace(sections[stage], micro_batches=0)  # the mesh's 192
+    cfg = RunConfig(stages=("sft", "prm"), mesh=MeshConfig(micro_batches=192), **sections)
     with pytest.raises(
         ValueError,
         match=rf"{stage}.batch_size=16 is not divisible by its 192 micro-batches.*set {stage}.micro_batches to a "
         rf"divisor of 16",
     ):
-        RunConfig(mesh=MeshConfig(micro_batches=192), **sections)
+        cfg.check_micro_batches(("sft", "prm"))
+
+
+def test_the_run_is_refused_before_any_stage_writes(tmp_path):
+    cfg = dataclasses.replace(CFG, run_dir=str(tmp_path / "run"), mesh=MeshConfig(micro_batches=3))
+    with pytest.raises(ValueError, match=r"sft.batch_size=2 is not divisible by its 3 micro-batches"):
+        run_pipeline(cfg, log=lambda *_: None)
+    assert not (tmp_path / "run" / "cold_start").exists()
 
 
 def test_a_stage_that_does_not_run_is_not_checked():
     cfg = RunConfig(stages=("inference",), mesh=MeshConfig(micro_batches=192), sft=SFTConfig(batch_size=16))
+    cfg.check_micro_batches(("rl", "inference"))
     assert cfg.micro_batches("sft") == 192
 
 
