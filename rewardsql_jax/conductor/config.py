@@ -42,6 +42,7 @@ class ConductorData:
     max_eval_questions: int = 48
     eval_on: str = "heldout_questions"
     heldout_every: int = 4  # heldout_questions: question k of a database is held out when k % 4 == 3
+    action_questions_per_db: int = 0  # more questions per training database for the action model's SFT only
 
     def __post_init__(self):
         require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
@@ -50,6 +51,8 @@ class ConductorData:
                 f"data.eval_on={self.eval_on!r}; choose one of {', '.join(EVAL_SPLITS)} (held-out "
                 f"questions of the training databases, or the benchmark's unseen test databases)"
             )
+        if self.action_questions_per_db < 0:
+            raise ValueError(f"data.action_questions_per_db must be >= 0, got {self.action_questions_per_db}")
         if self.heldout_every < 2:
             raise ValueError(f"data.heldout_every must be >= 2, got {self.heldout_every}")
         if not 0.0 <= self.value_typo_rate <= 1.0:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rewardsql_jax.config import save_config
-from rewardsql_jax.data.builtin import make_builtin_benchmark
+from rewardsql_jax.data.builtin.generate import make_builtin_splits
 from rewardsql_jax.distributed import process_count
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.stages.context import StageDirs
@@ -32,7 +32,7 @@ from .actions.format import format_results, format_step
 from .actions.lm import ModelServer
 from .actions.models import ActionModels
 from .actions.state import Candidate, State
-from .data import evaluation_split
+from .data import add_value_typos, evaluation_split
 from .search.explore import SEARCH_ACTIONS
 from .search.reasoning import template_reasoning
 from .training.mesh import local_mesh
@@ -153,22 +153,26 @@ def setup(cfg, log) -> ConductorRun:
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.json")
     d = cfg.data
-    train, test = make_builtin_benchmark(
+    splits = make_builtin_splits(
         run_dir / "data",
         seed=cfg.seed,
         n_train_dbs=d.n_train_dbs,
         n_test_dbs=d.n_test_dbs,
         questions_per_db=d.questions_per_db,
+        rl_questions_per_db=d.action_questions_per_db,
     )
     train_ex, test_ex = evaluation_split(
-        train.examples,
-        test.examples,
+        splits.train.examples,
+        splits.test.examples,
         eval_on=d.eval_on,
         heldout_every=d.heldout_every,
         max_eval_questions=d.max_eval_questions,
         value_typo_rate=d.value_typo_rate,
         seed=cfg.seed,
     )
+    # the action model's own questions: more of the training databases', none sharing a gold SQL with any
+    # train or held-out question (``make_builtin_splits``), seen by the action model only
+    action_ex = list(add_value_typos(splits.rl.examples, d.value_typo_rate, cfg.seed)) if splits.rl else []
     externals = ActionModels(
         cfg.actions,
         max_new_tokens=cfg.action.max_new_tokens,
@@ -178,7 +182,7 @@ def setup(cfg, log) -> ConductorRun:
     )
     env = Env(complete=_unbound, routes=externals.routes)
     rng = random.Random(cfg.seed)
-    pairs = [p for ex in train_ex for p in action_examples(ex, env, rng)]
+    pairs = [p for ex in train_ex + action_ex for p in action_examples(ex, env, rng)]
     tok_dir = run_dir / "tokenizer"
     tok = saved_tokenizer(tok_dir)
     if tok is None:
@@ -186,7 +190,8 @@ def setup(cfg, log) -> ConductorRun:
             [p + t_ for p, t_ in pairs] + _policy_texts(train_ex), cfg.action.shape.vocab_size, tok_dir
         )
     log(
-        f"[conductor] {len(train_ex)} train / {len(test_ex)} test questions, {len(pairs)} action-model examples, "
+        f"[conductor] {len(train_ex)} train / {len(test_ex)} test questions (+ {len(action_ex)} for the action model "
+        f"only), {len(pairs)} action-model examples, "
         f"vocab {len(tok)}"
     )
     for slot, served_by in externals.table.items():

@@ -78,3 +78,21 @@ def test_eval_on_override_and_its_error():
     assert cfg.data.eval_on == "test_dbs"
     with pytest.raises(ValueError, match="data.eval_on='dev_dbs'; choose one of heldout_questions, test_dbs"):
         apply_overrides(cfg, ["data.eval_on=dev_dbs"])
+
+
+def test_action_model_questions_train_only_the_action_model(tmp_path):
+    """data.action_questions_per_db adds questions for the action model's SFT only: none shares a gold SQL with a
+    training or evaluation question, and the policy's questions are the split's."""
+    from rewardsql_jax.conductor.context import setup
+
+    base = apply_overrides(load_config("configs/conductor_smoke.py"), [f"run_dir={tmp_path / 'a'}"])
+    more = apply_overrides(base, [f"run_dir={tmp_path / 'b'}", "data.action_questions_per_db=6"])
+    plain, extra = setup(base, lambda _: None), setup(more, lambda _: None)
+    assert len(extra.pairs) > len(plain.pairs)  # 3 tasks a question: 2 databases x 6 more questions
+    assert len(extra.train_ex) == len(plain.train_ex) and len(extra.test_ex) == len(plain.test_ex)
+    policy_sql = {e.gold_sql for e in extra.train_ex + extra.test_ex}
+    action_only = [t for p, t in extra.pairs if p.startswith("task: generate") and t not in policy_sql]
+    assert len(action_only) == 12
+    assert not any(e.gold_sql in action_only for e in extra.test_ex)
+    with pytest.raises(ValueError, match="data.action_questions_per_db must be >= 0"):
+        apply_overrides(base, ["data.action_questions_per_db=-1"])

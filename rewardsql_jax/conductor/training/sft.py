@@ -93,12 +93,14 @@ def train_sft(
         if log:
             log(f"  {desc} step {record['step']}: loss {record['loss']:.4f}")
 
+    # the vocabulary projection at the supervised positions only (the SFT stage's bound: the longest target, in 16s)
+    target_tokens = -(-max(sum(s.mask) for s in samples) // 16) * 16
     result = stage_sft(
         model,
         lambda i: batches(i)[0],
         opt=opt,
         seed=seed,
-        loss_options={"reduction": reduction},
+        loss_options={"reduction": reduction, "target_tokens": target_tokens},
         mesh=mesh,
         micro_batches=micro_batches,
         steps=steps,
