@@ -29,7 +29,7 @@ from rewardsql_jax.training.metrics_log import ScalarLog
 from .actions.data import action_examples
 from .actions.env import Completion, Env
 from .actions.format import format_results, format_step
-from .actions.lm import ModelServer
+from .actions.lm import ModelServer, action_handler, action_servers
 from .actions.models import ActionModels
 from .actions.state import Candidate, State
 from .data import add_value_typos, evaluation_split
@@ -234,11 +234,17 @@ def _policy_texts(examples) -> list:
     return [policy_prompt(ex.question) + steps for ex in examples[:50]] + [steps] * 20
 
 
-def action_servers(cfg, tok, action_model):
-    """The built-in action model's servers: evaluation / RL (``action.temperature``) and exploration."""
+def builtin_action_handlers(cfg, tok, action_model) -> dict:
+    """The built-in action model's ``CallBatcher`` handlers: ``{True: evaluation / RL (action.temperature), False:
+    exploration}``."""
     a = cfg.action
-    common = dict(stop_ids=(tok.eos_token_id,), pad_id=pad_id(tok), max_new_tokens=a.max_new_tokens)
-    return (
-        ModelServer(action_model, temperature=a.temperature, seed=cfg.seed, **common),
-        ModelServer(action_model, temperature=a.explore_temperature, seed=cfg.seed + 7, **common),
+    servers = action_servers(
+        action_model,
+        temperature=a.temperature,
+        explore_temperature=a.explore_temperature,
+        seed=cfg.seed,
+        stop_ids=(tok.eos_token_id,),
+        pad_id=pad_id(tok),
+        max_new_tokens=a.max_new_tokens,
     )
+    return {phase: action_handler(server, tok) for phase, server in servers.items()}

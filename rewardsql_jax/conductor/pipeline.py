@@ -37,9 +37,8 @@ from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.collate import encode_pair
 
 from .actions.batching import CallBatcher
-from .actions.lm import action_handler
 from .actions.models import needs_builtin
-from .context import ConductorRun, action_servers, setup, write_atomic
+from .context import ConductorRun, builtin_action_handlers, setup, write_atomic
 from .evaluation.evaluate import METHODS, evidence, run_fixed_workflow, summarize
 from .evaluation.report import plot_workflow_lengths, workflow_lengths
 from .search.curation import curate_question
@@ -93,9 +92,8 @@ def action_model_stage(run: ConductorRun) -> list:
         )
         save_pretrained(action_model, out)
         run.finish("action_model", {"loss_curve": curve, "seconds": time.perf_counter() - t})
-    greedy, sampled = action_servers(cfg, tok, action_model)
-    run.greedy_actions["action"] = action_handler(greedy, tok)
-    run.sampled_actions["action"] = action_handler(sampled, tok)
+    handlers = builtin_action_handlers(cfg, tok, action_model)
+    run.greedy_actions["action"], run.sampled_actions["action"] = handlers[True], handlers[False]
     return curve
 
 

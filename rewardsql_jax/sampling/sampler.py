@@ -115,26 +115,18 @@ def _split(key):
 
 
 def _draw(key, logits, temperature, top_p, opts: SamplerOptions):
-    if key.ndim == 1:  # one key a row: each row's draw depends on its own key alone, not on the batch around it
-        draw = functools.partial(
-            sample_tokens,
-            temperature=temperature,
-            greedy=opts.greedy,
-            top_k=opts.top_k,
-            top_p=top_p,
-            use_top_p=opts.use_top_p,
-        )
-        tok, logp = jax.vmap(lambda k, row: draw(k, row[None]))(key, logits)
-        return tok[:, 0], logp[:, 0]
-    return sample_tokens(
-        key,
-        logits,
+    draw = functools.partial(
+        sample_tokens,
         temperature=temperature,
         greedy=opts.greedy,
         top_k=opts.top_k,
         top_p=top_p,
         use_top_p=opts.use_top_p,
     )
+    if key.ndim == 1:  # one key a row: each row's draw depends on its own key alone, not on the batch around it
+        tok, logp = jax.vmap(lambda k, row: draw(k, row[None]))(key, logits)
+        return tok[:, 0], logp[:, 0]
+    return draw(key, logits)
 
 
 def _is_eos(tokens, eos_ids):

@@ -94,11 +94,24 @@ class ModelServer:
         return out
 
 
-def action_handler(server: ModelServer, tokenizer):
-    """Handler for ``CallBatcher``: action prompts (text) -> ``Completion``s (EOS stripped)."""
+def action_servers(model, *, temperature: float, explore_temperature: float, seed: int, **common) -> dict:
+    """An action model's two servers: ``{True: evaluation and RL (temperature, seed), False: exploration
+    (explore_temperature, seed + 7)}`` (``common``: the ``ModelServer`` settings both share)."""
+    return {
+        True: ModelServer(model, temperature=temperature, seed=seed, **common),
+        False: ModelServer(model, temperature=explore_temperature, seed=seed + 7, **common),
+    }
+
+
+def action_handler(server: ModelServer, tokenizer, *, encode=None, on_prompts=None):
+    """Handler for ``CallBatcher``: action prompts (text) -> ``Completion``s (stop tokens stripped). ``encode``: a
+    prompt's token ids (default: ``tokenizer`` without special tokens); ``on_prompts(prompts)`` sees each batch."""
+    encode = encode or (lambda prompt: tokenizer(prompt, add_special_tokens=False).input_ids)
 
     def handle(prompts: list) -> list:
-        encoded = [tokenizer(p, add_special_tokens=False).input_ids for p in prompts]
+        if on_prompts is not None:
+            on_prompts(prompts)
+        encoded = [encode(p) for p in prompts]
         outs = server.serve(encoded, call_seeds(server, prompts))
         return [
             Completion(

@@ -28,8 +28,7 @@ from rewardsql_jax.data.tokenizer import format_prompt, load_tokenizer
 from rewardsql_jax.models import from_pretrained
 from rewardsql_jax.sampling.inputs import pad_id
 
-from .env import Completion
-from .lm import ModelServer, call_seeds
+from .lm import action_handler, action_servers
 from .prompts import BUILTIN_SLOTS, CHAT_TEMPLATE_CHOICES, INSTRUCTIONS, SLOTS, task_of
 
 
@@ -137,15 +136,19 @@ class ActionModels:
             for p, kind in self.kinds.items()
         }
         n = actions_cfg.max_new_tokens or max_new_tokens
-        self._servers = {}
-        for kind, m in self.loaded.items():
-            common = dict(
-                stop_ids=m.stop_ids, pad_id=m.pad_id, max_new_tokens=n, max_len=m.model.config.max_position_embeddings
+        self._servers = {
+            kind: action_servers(
+                m.model,
+                temperature=temperature,
+                explore_temperature=explore_temperature,
+                seed=seed,
+                stop_ids=m.stop_ids,
+                pad_id=m.pad_id,
+                max_new_tokens=n,
+                max_len=m.model.config.max_position_embeddings,
             )
-            self._servers[kind] = {
-                True: ModelServer(m.model, temperature=temperature, seed=seed, **common),
-                False: ModelServer(m.model, temperature=explore_temperature, seed=seed + 7, **common),
-            }
+            for kind, m in self.loaded.items()
+        }
         self.calls: collections.Counter = collections.Counter()
         self._lock = threading.Lock()
 
@@ -154,23 +157,13 @@ class ActionModels:
         return {kind: self._handler(kind, greedy) for kind in self.loaded}
 
     def _handler(self, kind: str, greedy: bool):
-        m, server = self.loaded[kind], self._servers[kind][greedy]
+        m = self.loaded[kind]
 
-        def handle(prompts: list) -> list:
+        def count(prompts: list) -> None:
             with self._lock:
                 self.calls.update(f"{kind}:{task_of(p) or 'other'}" for p in prompts)
-            encoded = [m.encode(p) for p in prompts]
-            outs = server.serve(encoded, call_seeds(server, prompts))
-            return [
-                Completion(
-                    m.tokenizer.decode([t for t in toks if t not in m.stop_ids], skip_special_tokens=True),
-                    len(ids),
-                    len(toks),
-                )
-                for ids, (toks, _, _) in zip(encoded, outs)
-            ]
 
-        return handle
+        return action_handler(self._servers[kind][greedy], m.tokenizer, encode=m.encode, on_prompts=count)
 
     def report(self) -> dict:
         """What ``results.json`` records: which model serves each slot, the checkpoints, prompts answered per task."""

@@ -31,6 +31,7 @@ SEARCH_ACTIONS = (
     "select_candidate",
     TERMINATE,
 )
+ROLLOUTS = ("generate_sql", "terminate")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +45,16 @@ class ExploreConfig:
     reexecutions: int = 2
     max_patterns: int = 2
     seed: int = 0
+    # simulation from a node without a SQL: write one first (the default policy), so gathering evidence
+    # (retrieve_values, link_schema) is valued by the query it leads to, not 0; "terminate" scores the node as is
+    rollout: str = "generate_sql"
 
     def __post_init__(self):
         for name in ("num_simulations", "max_depth", "reexecutions", "max_patterns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ExploreConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.rollout not in ROLLOUTS:
+            raise ValueError(f"explore.rollout={self.rollout!r}; choose one of {', '.join(ROLLOUTS)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +109,13 @@ def explored_workflows(root) -> dict:
     return found
 
 
+def _default_policy(state: State, rollout: str) -> State:
+    """The simulation's continuation: ``generate_sql`` first when the state holds no SQL yet (``rollout``)."""
+    if rollout == "generate_sql" and not state.done and state.current_candidate is None:
+        return run_action(state, "generate_sql")
+    return state
+
+
 def explore_question(
     question_id: int,
     state0: State,
@@ -125,7 +138,7 @@ def explore_question(
         transition=lambda s, a: run_action(s, str(a)),
         reward=lambda s: judge(finish(s).final_sql).reward,
         is_terminal=lambda s: s.done or len(s.steps) >= cfg.max_depth,
-        rollout=lambda s, rng: judge(finish(s).final_sql).reward,
+        rollout=lambda s, rng: judge(finish(_default_policy(s, cfg.rollout)).final_sql).reward,
     )
     mcts = MCTSConfig(
         num_simulations=cfg.num_simulations,

@@ -18,7 +18,7 @@ from ..actions.episode import finish, take_step
 from ..actions.format import format_results
 from ..actions.lm import SeededPrompt, action_handlers
 from ..actions.state import State
-from ..rewards import RewardConfig, score_sql
+from ..rewards import RewardConfig, episode_reward, score_sql
 from .trajectory import Segment, encode_text, policy_prompt
 
 
@@ -117,7 +117,7 @@ def record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig) -> Ep
         state.final_sql,
         r.executable,
         r.exact,
-        r.reward,
+        episode_reward(r, state.num_calls, reward_cfg),
     )
 
 

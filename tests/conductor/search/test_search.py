@@ -1,3 +1,5 @@
+import pytest
+
 from rewardsql_jax.conductor.actions.state import State
 from rewardsql_jax.conductor.search.explore import ExploreConfig, explore_question, legal_actions
 from rewardsql_jax.conductor.search.reasoning import template_reasoning
@@ -37,3 +39,21 @@ def test_mcts_finds_value_grounded_workflow(music_db):
         assert p == 1.0
         rep = res.representatives[wf]
         assert rep.workflow == wf and rep.final_sql == GOLD and all(st.reasoning for st in rep.steps)
+
+
+def test_simulation_writes_a_sql_so_gathering_evidence_is_valued(music_db):
+    """A node without SQL is simulated by writing one (explore.rollout="generate_sql"): retrieving values first is
+    valued by the query it leads to. Scoring such a node as it is ("terminate") gives it 0, and a small budget
+    never comes back to it."""
+    wanted = ("retrieve_values", "generate_sql", "terminate")
+    found = {}
+    for rollout in ("generate_sql", "terminate"):
+        cfg = ExploreConfig(num_simulations=8, max_depth=3, reexecutions=1, max_patterns=2, rollout=rollout)
+        found[rollout] = explore_question(0, _state(music_db), GOLD, cfg, reasoner=template_reasoning).scores
+    assert found["generate_sql"].get(wanted) == 1.0
+    assert wanted not in found["terminate"]
+
+
+def test_unknown_rollout_is_refused():
+    with pytest.raises(ValueError, match="explore.rollout='random'; choose one of generate_sql, terminate"):
+        ExploreConfig(rollout="random")
