@@ -41,7 +41,7 @@ from .actions.models import needs_builtin
 from .context import ConductorRun, builtin_action_handlers, setup, write_atomic
 from .evaluation.evaluate import METHODS, evidence, run_fixed_workflow, summarize
 from .evaluation.report import plot_workflow_lengths, workflow_lengths
-from .search.curation import curate_question
+from .search.curation import curate_question, curation_summary
 from .search.explore import explore_question
 from .search.reasoning import CachedReasoner, augmented_reasoning
 from .training.grpo import curriculum, train_grpo
@@ -61,7 +61,7 @@ def run_stages(cfg, *, log=tqdm.write) -> dict:
     policy_sft_stage(run, curated)
     rl_stage(run, searches)
     records = evaluation_stage(run)
-    return report(run, records, action_curve=action_curve, total_s=time.perf_counter() - t_start)
+    return report(run, records, curated, action_curve=action_curve, total_s=time.perf_counter() - t_start)
 
 
 def action_model_stage(run: ConductorRun) -> list:
@@ -250,7 +250,7 @@ def evaluation_stage(run: ConductorRun) -> dict:
     return records
 
 
-def report(run: ConductorRun, records: dict, *, action_curve: list, total_s: float) -> dict:
+def report(run: ConductorRun, records: dict, curated: list, *, action_curve: list, total_s: float) -> dict:
     """``results.json`` (summaries, evidence, exploration, curves, timings), the figure, episodes.jsonl and the
     final TensorBoard scalars, from the stages' outputs."""
     cfg, d, run_dir = run.cfg, run.cfg.data, run.run_dir
@@ -285,6 +285,7 @@ def report(run: ConductorRun, records: dict, *, action_curve: list, total_s: flo
             "curated_workflows": run.metrics("curation")["curated_workflows"],
             "hard_questions": rl["hard_questions"],
         },
+        "curation": curation_summary(curated),
         "action_model_loss": action_curve,
         "policy_sft_loss": run.metrics("policy_sft")["loss_curve"],
         "rl_history": rl["history"],

@@ -27,6 +27,8 @@ def test_conductor_smoke_pipeline(tmp_path):
     assert ev["fixed_workflow"]["mean_action_calls"] == 3 and ev["fixed_workflow"]["mean_action_tokens"] > 0
     assert ev["untrained_policy"]["mean_policy_tokens"] > 0
     assert results["exploration"]["questions"] == cfg.data.max_explore_questions
+    curation = results["curation"]  # the curated SFT set with every trajectory's stability weight
+    assert curation["trajectories"] == results["exploration"]["curated_workflows"] == len(curation["stability_weights"])
     run = Path(cfg.run_dir)
     assert (run / "workflow_lengths.png").stat().st_size > 1000
     saved = json.loads((run / "results.json").read_text())

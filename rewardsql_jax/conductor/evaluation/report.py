@@ -44,6 +44,13 @@ def summary_lines(results: dict) -> list:
             f" {s['mean_action_tokens']:8.1f}"
         )
     lines += evidence_lines(results)
+    x = results.get("exploration")
+    if x:
+        share = 100 * x["mcts_success"] / max(x["questions"], 1)
+        lines.append(
+            f"exploration: {x['mcts_success']}/{x['questions']} questions ({share:.0f}%) with a successful MCTS "
+            f"workflow; {x['curated_workflows']} curated trajectories (stability weights: results.json curation)"
+        )
     if results.get("figure"):
         lines.append(f"workflow lengths by difficulty: {results['figure']}")
     return lines

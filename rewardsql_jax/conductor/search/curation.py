@@ -58,3 +58,30 @@ def curate_question(question_id: int, scores: dict, representatives: dict, *, k:
         return []
     weights = power_weights([p for _, p in top], alpha)
     return [CuratedWorkflow(question_id, w, p, wt, representatives[w]) for (w, p), wt in zip(top, weights)]
+
+
+def curation_summary(curated) -> dict:
+    """What ``results.json`` reports of the curated SFT set: its size, the questions it covers, every trajectory's
+    stability p_tau and weight w_tau, and per workflow pattern its count, mean stability and summed weight."""
+    by_workflow: dict[str, dict] = {}
+    for c in curated:
+        entry = by_workflow.setdefault(" -> ".join(c.workflow), {"trajectories": 0, "stability": 0.0, "weight": 0.0})
+        entry["trajectories"] += 1
+        entry["stability"] += c.stability
+        entry["weight"] += c.weight
+    return {
+        "trajectories": len(curated),
+        "questions": len({c.question_id for c in curated}),
+        "by_workflow": {
+            w: {
+                "trajectories": e["trajectories"],
+                "mean_stability": e["stability"] / e["trajectories"],
+                "weight": e["weight"],
+            }
+            for w, e in sorted(by_workflow.items(), key=lambda we: -we[1]["weight"])
+        },
+        "stability_weights": [
+            {"question_id": c.question_id, "workflow": list(c.workflow), "stability": c.stability, "weight": c.weight}
+            for c in curated
+        ],
+    }

@@ -2,7 +2,13 @@ import math
 
 import pytest
 
-from rewardsql_jax.conductor.search.curation import curate_question, power_weights, stability_score, top_k_stable
+from rewardsql_jax.conductor.search.curation import (
+    curate_question,
+    curation_summary,
+    power_weights,
+    stability_score,
+    top_k_stable,
+)
 
 
 def test_stability_is_success_rate():
@@ -38,3 +44,20 @@ def test_weights_sum_to_one_per_question():
         assert len(curated) == min(3, sum(p > 0 for p in scores.values()))
         assert math.isclose(sum(c.weight for c in curated), 1.0)
         assert all(c.question_id == qid and c.trajectory == f"traj{c.workflow}" for c in curated)
+
+
+def test_curation_summary_reports_every_weight_and_each_pattern():
+    a, b, c = (
+        ("generate_sql", "terminate"),
+        ("retrieve_values", "generate_sql", "terminate"),
+        ("build_sql_steps", "terminate"),
+    )
+    curated = curate_question(1, {a: 1.0, b: 0.5}, {a: "s1", b: "s2"}) + curate_question(
+        2, {a: 0.5, c: 0.5}, {a: "s", c: "s"}
+    )
+    out = curation_summary(curated)
+    assert out["trajectories"] == 4 and out["questions"] == 2
+    assert [w["weight"] for w in out["stability_weights"]] == pytest.approx([0.8, 0.2, 0.5, 0.5])
+    pattern = out["by_workflow"]["generate_sql -> terminate"]
+    assert pattern == {"trajectories": 2, "mean_stability": 0.75, "weight": pytest.approx(1.3)}
+    assert list(out["by_workflow"])[0] == "generate_sql -> terminate"  # heaviest first
