@@ -15,6 +15,7 @@ import dataclasses
 import typing
 
 from rewardsql_jax.config import with_moved_fields
+from rewardsql_jax.losses.aggregation import AGG_MODES
 from rewardsql_jax.rl import get_algorithm
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, require_positive
 
@@ -154,11 +155,16 @@ class ConductorRLConfig:
     mini_batches: int = 1  # optimizer steps per rollout batch, each on whole groups (RLConfig's); divides the step's
     # questions (prompts_per_step, or fewer when the curriculum has fewer hard questions)
     epochs: int = 1  # passes over the rollout batch (RLConfig's)
+    # how the GRPO loss averages tokens (losses.aggregation: grpo = per-episode mean, the paper's; dr_grpo = one fixed
+    # denominator, which does not favour long wrong episodes)
+    agg: str = "grpo"
 
     def __post_init__(self):
         require_positive(
             self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every", "mini_batches", "epochs"
         )
+        if self.agg not in AGG_MODES:
+            raise ValueError(f"rl.agg={self.agg!r}; choose one of {', '.join(AGG_MODES)}")
         if self.prompts_per_step % self.mini_batches:
             raise ValueError(
                 f"rl.mini_batches={self.mini_batches} must divide rl.prompts_per_step={self.prompts_per_step} "

@@ -27,7 +27,7 @@ class ConductorCurriculumGRPO(OnlineAlgorithm):
 
     def loss_options(self, rl) -> dict:
         """Options of ``losses.grpo`` from a ``ConductorRLConfig``."""
-        return {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "temperature": rl.temperature}
+        return {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "temperature": rl.temperature, "agg": rl.agg}
 
     def update(self, rollouts, prm_scores, rl) -> Update:
         """``rollouts``: the evaluated episodes (``rollout.EpisodeRecord``), the G of a question contiguous."""
