@@ -155,16 +155,16 @@ class ConductorRLConfig:
     mini_batches: int = 1  # optimizer steps per rollout batch, each on whole groups (RLConfig's); divides the step's
     # questions (prompts_per_step, or fewer when the curriculum has fewer hard questions)
     epochs: int = 1  # passes over the rollout batch (RLConfig's)
-    # how the GRPO loss averages tokens (losses.aggregation: grpo = per-episode mean, the paper's; dr_grpo = one fixed
-    # denominator, which does not favour long wrong episodes)
-    agg: str = "grpo"
+    # options of the grpo loss over the algorithm's (RLConfig's name), e.g. {"agg": "dr_grpo"}: how it averages tokens
+    loss_options: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         require_positive(
             self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every", "mini_batches", "epochs"
         )
-        if self.agg not in AGG_MODES:
-            raise ValueError(f"rl.agg={self.agg!r}; choose one of {', '.join(AGG_MODES)}")
+        agg = self.loss_options.get("agg", "grpo")
+        if agg not in AGG_MODES:
+            raise ValueError(f"rl.loss_options.agg={agg!r}; choose one of {', '.join(AGG_MODES)}")
         if self.prompts_per_step % self.mini_batches:
             raise ValueError(
                 f"rl.mini_batches={self.mini_batches} must divide rl.prompts_per_step={self.prompts_per_step} "

@@ -21,8 +21,10 @@ def test_bad_values_give_one_clear_message():
         ConductorRLConfig(samples_per_prompt=1)
     with pytest.raises(ValueError, match="eval_on"):
         ConductorData(eval_on="dev")
-    with pytest.raises(ValueError, match="rl.agg='mean'; choose one of grpo, bnpo, dr_grpo, dapo, token_mean"):
-        ConductorRLConfig(agg="mean")
+    with pytest.raises(
+        ValueError, match="rl.loss_options.agg='mean'; choose one of grpo, bnpo, dr_grpo, dapo, token_mean"
+    ):
+        ConductorRLConfig(loss_options={"agg": "mean"})
     with pytest.raises(ValueError, match="reward lam"):
         apply_overrides(load_config("configs/conductor_default.py"), ["rl.reward.lam=2"])
 

@@ -26,8 +26,8 @@ class ConductorCurriculumGRPO(OnlineAlgorithm):
     loss = "grpo"
 
     def loss_options(self, rl) -> dict:
-        """Options of ``losses.grpo`` from a ``ConductorRLConfig``."""
-        return {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "temperature": rl.temperature, "agg": rl.agg}
+        """Options of ``losses.grpo`` from a ``ConductorRLConfig`` (``rl.loss_options`` over them, as in ``RLConfig``)."""
+        return {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "temperature": rl.temperature, **dict(rl.loss_options)}
 
     def update(self, rollouts, prm_scores, rl) -> Update:
         """``rollouts``: the evaluated episodes (``rollout.EpisodeRecord``), the G of a question contiguous."""
