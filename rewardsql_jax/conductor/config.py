@@ -26,6 +26,8 @@ from .rewards import RewardConfig
 from .search.explore import ExploreConfig
 from .training.curriculum_grpo import NAME as GRPO_ALGORITHM
 
+CREDIT_MODES = ("episode", "step")  # rl.credit: how GRPO assigns an episode's reward to its decisions
+
 
 @dataclasses.dataclass(frozen=True)
 class ConductorData:
@@ -157,11 +159,16 @@ class ConductorRLConfig:
     epochs: int = 1  # passes over the rollout batch (RLConfig's)
     # options of the grpo loss over the algorithm's (RLConfig's name), e.g. {"agg": "dr_grpo"}: how it averages tokens
     loss_options: dict = dataclasses.field(default_factory=dict)
+    # "episode" (the paper): one group-normalised advantage per episode on all its tokens; "step": each decision's
+    # advantage is the episode reward less the reward of stopping there (rewards.step_advantages)
+    credit: str = "episode"
 
     def __post_init__(self):
         require_positive(
             self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every", "mini_batches", "epochs"
         )
+        if self.credit not in CREDIT_MODES:
+            raise ValueError(f"rl.credit={self.credit!r}; choose one of {', '.join(CREDIT_MODES)}")
         agg = self.loss_options.get("agg", "grpo")
         if agg not in AGG_MODES:
             raise ValueError(f"rl.loss_options.agg={agg!r}; choose one of {', '.join(AGG_MODES)}")

@@ -7,11 +7,19 @@ R_out(y)  = 0 if y does not execute, else ExecF1(y, y*) + bonus * 1[Exec(y) == E
 R(y)      = lambda * R_exec + (1 - lambda) * R_out.
 
 An episode's reward may also pay ``call_cost`` per action call (``episode_reward``; 0 = the paper's reward).
+
+Per-step credit (``rl.credit=step``, not in the paper, whose GRPO puts one advantage on every token of an
+episode): decision t of episode i gets A_{i,t} = R_i - b_{i,t}, where b_{i,t} is the reward of terminating at
+s_t (``stop_value``: the working SQL's R less the calls to there) when s_t has a SQL, else the group mean of R
+(``step_advantages``). b depends on the state only, so the policy gradient stays unbiased, while the luck of the
+sampled action calls before t (a right or a wrong first query) no longer lands on decision t.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+import numpy as np
 
 from rewardsql_jax.sql import ExecResult, execute, result_f1, results_match
 
@@ -60,3 +68,25 @@ def score_sql(
 def episode_reward(breakdown: RewardBreakdown, calls: int, cfg: RewardConfig = RewardConfig()) -> float:
     """An episode's reward: R(y) of its final SQL minus ``call_cost`` per action call it made."""
     return breakdown.reward - cfg.call_cost * calls
+
+
+def stop_value(breakdown: RewardBreakdown, calls_before: int, cfg: RewardConfig = RewardConfig()) -> float:
+    """The episode reward of terminating at a state after ``calls_before`` calls whose working SQL scores
+    ``breakdown`` (terminate is one more call)."""
+    return episode_reward(breakdown, calls_before + 1, cfg)
+
+
+def step_advantages(rewards, step_values, group_size: int) -> list:
+    """Per-decision advantages A_{i,t} = R_i - b_{i,t} (module docstring): one float32 array per episode, one entry a
+    policy decision; ``step_values[i][t]`` is b_{i,t} or None (then the mean R of episode i's group)."""
+    rewards = np.asarray(rewards, np.float64)
+    if rewards.ndim != 1 or len(rewards) != len(step_values) or len(rewards) % group_size:
+        raise ValueError(
+            f"step_advantages needs one reward and one step-value tuple per episode, whole groups of {group_size}; "
+            f"got {rewards.shape} rewards and {len(step_values)} step-value tuples"
+        )
+    means = rewards.reshape(-1, group_size).mean(axis=1).repeat(group_size)
+    return [
+        np.asarray([r - (m if b is None else b) for b in values], np.float32)
+        for r, m, values in zip(rewards, means, step_values)
+    ]

@@ -219,16 +219,26 @@ def masked_rl_batch(rows, advantages, pad_id: int) -> RLBatch:
     """RLBatch of whole token rows ``(ids, completion_mask, logprobs)`` whose trained tokens are marked by the
     mask rather than by a prompt/completion split (SQLConductor Sec. 4.4: a multi-step trajectory where only the
     policy's ``<reasoning>``/``<call>`` tokens are trained and the ``<results>`` between them are not); the
-    log-probs are the sampler's (0 where not sampled), ``advantages`` one per row; length ``bucket_length``."""
+    log-probs are the sampler's (0 where not sampled), ``advantages`` one per row [B], or one sequence per row with
+    a value per token (padded with 0); length ``bucket_length``."""
     rows = [(list(ids), list(mask), list(lps)) for ids, mask, lps in rows]
-    bad = [i for i, (ids, mask, lps) in enumerate(rows) if not len(ids) == len(mask) == len(lps)]
+    per_token = len(advantages) > 0 and np.ndim(advantages[0]) == 1
+    bad = [
+        i
+        for i, (ids, mask, lps) in enumerate(rows)
+        if not len(ids) == len(mask) == len(lps) or (per_token and len(advantages[i]) != len(ids))
+    ]
     if bad:
-        raise ValueError(f"rows {bad[:5]}: ids, completion_mask and logprobs must have one entry per token")
+        raise ValueError(
+            f"rows {bad[:5]}: ids, completion_mask, logprobs (and per-token advantages) must have one entry per token"
+        )
     length = bucket_length(max(len(ids) for ids, _, _ in rows))
     return RLBatch(
         input_ids=pad_rows([ids for ids, _, _ in rows], length, pad_id),
         attention_mask=pad_rows([[1] * len(ids) for ids, _, _ in rows], length, 0),
         completion_mask=pad_rows([m for _, m, _ in rows], length, 0),
         old_logprobs=pad_rows([lp for _, _, lp in rows], length, 0.0, dtype=np.float32),
-        advantages=np.asarray(advantages, np.float32),
+        advantages=(
+            pad_rows(advantages, length, 0.0, dtype=np.float32) if per_token else np.asarray(advantages, np.float32)
+        ),
     ).validate()

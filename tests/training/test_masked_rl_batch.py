@@ -20,3 +20,13 @@ def test_rows_are_right_padded_to_one_bucket_with_their_mask_and_logprobs():
 def test_a_row_whose_fields_differ_in_length_is_refused():
     with pytest.raises(ValueError, match="rows \\[0\\]"):
         masked_rl_batch([([1, 2], [1], [0.0, 0.0])], [0.0], pad_id=0)
+
+
+def test_per_token_advantages_are_padded_with_the_rows_and_must_match_them():
+    rows = [([5, 6, 7], [0, 1, 1], [0.0, -0.5, -0.5]), ([9, 10], [1, 1], [-1.0, -2.0])]
+    batch = masked_rl_batch(rows, [[0.0, 0.5, -1.0], [2.0, 2.0]], pad_id=0)
+    assert batch.advantages.shape == batch.input_ids.shape and batch.advantages.dtype == np.float32
+    np.testing.assert_array_equal(batch.advantages[0, :4], [0.0, 0.5, -1.0, 0.0])
+    np.testing.assert_array_equal(batch.advantages[1, :3], [2.0, 2.0, 0.0])
+    with pytest.raises(ValueError, match="rows \\[1\\].*per-token advantages"):
+        masked_rl_batch(rows, [[0.0, 0.5, -1.0], [2.0]], pad_id=0)

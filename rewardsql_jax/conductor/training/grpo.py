@@ -51,8 +51,21 @@ def curriculum(examples, stability: dict, hard_threshold: float) -> list:
 
 
 def episode_batch(rollouts, advantages, pad_id: int) -> RLBatch:
-    """Token rows of the episodes: completion_mask = policy-generated tokens, old log-probs from the sampler."""
+    """Token rows of the episodes: completion_mask = policy-generated tokens, old log-probs from the sampler.
+    ``advantages``: one per episode [N], or one array per episode with one entry per policy decision (spread over
+    that decision's tokens)."""
+    if len(advantages) and np.ndim(advantages[0]) == 1:
+        advantages = [decision_tokens(r.segments, a) for r, a in zip(rollouts, advantages)]
     return masked_rl_batch([flatten(r.segments) for r in rollouts], advantages, pad_id)
+
+
+def decision_tokens(segments, decision_values) -> list:
+    """Per-token values of one episode's row: decision t's value on the tokens of its policy segment, 0 elsewhere."""
+    policy = [s for s in segments if s.policy]
+    if len(policy) != len(decision_values):
+        raise ValueError(f"{len(decision_values)} decision values for an episode of {len(policy)} policy decisions")
+    values = iter(decision_values)
+    return [v for s in segments for v in [float(next(values)) if s.policy else 0.0] * len(s.ids)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,14 +113,16 @@ class EpisodeSource:
                 reward_cfg=self.reward_cfg,
                 repeats=rl.samples_per_prompt,
                 episode_key=("grpo", step, draw),
+                step_values=rl.credit == "step",
             )
         return Episodes(records, rollouts), None
 
     def train_batch(self, episodes: Episodes, update):
         """None when every advantage is 0 (every group's rewards equal): no optimizer step."""
-        if not np.abs(update.advantages).max() > 0:
+        advantages = update.advantages if update.token_values is None else update.token_values
+        if not max(float(np.abs(a).max(initial=0.0)) for a in advantages) > 0:
             return None
-        return episode_batch(episodes.rollouts, update.advantages, self.pad_id)
+        return episode_batch(episodes.rollouts, advantages, self.pad_id)
 
     def concat(self, parts):
         raise ValueError("SQLConductor's RL has no dynamic sampling (rl.filter_groups): one draw per step.")

@@ -18,18 +18,20 @@ from ..actions.episode import finish, take_step
 from ..actions.format import format_results
 from ..actions.lm import SeededPrompt, action_handlers
 from ..actions.state import State
-from ..rewards import RewardConfig, episode_reward, score_sql
+from ..rewards import RewardConfig, episode_reward, score_sql, stop_value
 from .trajectory import Segment, encode_text, policy_prompt
 
 
 @dataclasses.dataclass(frozen=True)
 class Rollout:
-    """A finished episode: final state, token segments, policy tokens generated, whether a limit stopped it."""
+    """A finished episode: final state, token segments, policy tokens generated, whether a limit stopped it, and
+    the working SQL before each policy decision (None where there was none yet)."""
 
     state: State
     segments: tuple
     policy_tokens: int
     hit_limit: bool
+    decision_sqls: tuple = ()
 
 
 def bind(state: State, call, episode: tuple | None = None) -> State:
@@ -72,10 +74,12 @@ def policy_episode(
     if bind_actions:
         state = bind(state, call, episode)
     segs = [Segment(encode_text(tokenizer, policy_prompt(state.question)), False)]
-    generated = 0
+    generated, decision_sqls = 0, []
     for _ in range(max_steps):
         if sum(len(s.ids) for s in segs) + max_new_tokens > max_len:
             break
+        cur = state.current_candidate
+        decision_sqls.append(cur.sql if cur else None)
         ids, lps, _ = call("policy", [i for s in segs for i in s.ids])
         generated += len(ids)
         segs.append(Segment(tuple(ids), True, tuple(lps)))
@@ -84,7 +88,7 @@ def policy_episode(
             break
         segs.append(Segment(encode_text(tokenizer, format_results(state.steps[-1].observation)), False))
     hit = not state.done
-    return Rollout(finish(state), tuple(segs), generated, hit)
+    return Rollout(finish(state), tuple(segs), generated, hit, tuple(decision_sqls))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,14 +103,28 @@ class EpisodeRecord:
     executable: bool
     exact: bool
     reward: float
+    step_values: tuple = ()  # per policy decision: the reward of terminating there (None: no SQL yet / not asked)
 
 
 def initial_state(ex, env) -> State:
     return State(question=ex.question, db_path=ex.db_path, difficulty=ex.difficulty, env=env)
 
 
-def record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig) -> EpisodeRecord:
-    r = score_sql(ex.db_path, state.final_sql, execute(ex.db_path, ex.gold_sql), reward_cfg)
+def record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig, decision_sqls=()) -> EpisodeRecord:
+    """The scored episode; with ``decision_sqls`` (``Rollout.decision_sqls``) also its ``step_values``
+    (``rewards.stop_value`` of the working SQL before each decision after the first)."""
+    gold = execute(ex.db_path, ex.gold_sql)
+    scores: dict = {}
+
+    def scored(sql):
+        if sql not in scores:
+            scores[sql] = score_sql(ex.db_path, sql, gold, reward_cfg)
+        return scores[sql]
+
+    r = scored(state.final_sql)
+    values = tuple(
+        None if t == 0 or sql is None else stop_value(scored(sql), t, reward_cfg) for t, sql in enumerate(decision_sqls)
+    )
     return EpisodeRecord(
         ex.question_id,
         ex.difficulty,
@@ -118,6 +136,7 @@ def record(ex, state: State, policy_tokens: int, reward_cfg: RewardConfig) -> Ep
         r.executable,
         r.exact,
         episode_reward(r, state.num_calls, reward_cfg),
+        values,
     )
 
 
@@ -132,9 +151,11 @@ def run_policy_episodes(
     reward_cfg: RewardConfig = RewardConfig(),
     repeats: int = 1,
     episode_key: tuple = (),
+    step_values: bool = False,
 ):
     """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
     Episode ``(*episode_key, question_id, repeat)``'s action calls are seeded from that id (``bind``).
+    ``step_values``: score the working SQL before each decision too (``EpisodeRecord.step_values``, per-step credit).
 
     ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``actions.lm.action_handlers``);
     ``None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
@@ -158,5 +179,8 @@ def run_policy_episodes(
         for ex, r in items
     ]
     rollouts = batcher.run(jobs)
-    records = [record(ex, ro.state, ro.policy_tokens, reward_cfg) for (ex, _), ro in zip(items, rollouts)]
+    records = [
+        record(ex, ro.state, ro.policy_tokens, reward_cfg, ro.decision_sqls if step_values else ())
+        for (ex, _), ro in zip(items, rollouts)
+    ]
     return records, rollouts
