@@ -134,6 +134,9 @@ class EpisodeSource:
             "reward": float(update.rewards.mean()),
             "ex": float(np.mean([r.exact for r in records])),
             "calls": float(np.mean([r.num_calls for r in records])),
+            # share of the sampled decisions whose <call> did not parse (they count as calls, run no action)
+            "malformed": sum(r.num_calls - len(r.workflow) for r in records)
+            / max(sum(r.num_calls for r in records), 1),
         }
         if metrics is not None:
             rec.update(loss=float(metrics["loss"]), kl=float(metrics.get("kl", 0.0)))

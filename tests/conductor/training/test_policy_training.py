@@ -86,6 +86,9 @@ def test_weighted_sft_then_policy_reproduces_stable_workflow_and_grpo_runs(token
 
     ids, mask, lps = flatten(rollout.segments)
     assert sum(mask) == rollout.policy_tokens  # completion mask = exactly the generated tokens
+    # the working SQL before each decision (rl.credit=step): none at the first, the final SQL at terminate
+    assert len(rollout.decision_sqls) == sum(s.policy for s in rollout.segments)
+    assert rollout.decision_sqls[0] is None and rollout.decision_sqls[-1] == GOLD
     assert all(lp == 0.0 for lp, m in zip(lps, mask) if not m)
     batch = episode_batch([rollout, rollout], np.asarray([1.0, -1.0]), tokenizer.pad_token_id)
     assert batch.completion_mask.sum() == 2 * rollout.policy_tokens and batch.input_ids.shape[1] % 64 == 0
@@ -115,4 +118,17 @@ def test_weighted_sft_then_policy_reproduces_stable_workflow_and_grpo_runs(token
     )
     assert len(history) == 1 and 0.0 <= history[0]["reward"] <= 2.0
     assert "loss" not in history[0] or np.isfinite(history[0]["loss"])
+    _, step_history = train_grpo(  # per-decision credit through the same loop
+        policy,
+        [ex],
+        _env(),
+        tokenizer,
+        lambda m, t, s: _server(m, tokenizer, t, s),
+        None,
+        dataclasses.replace(cfg, credit="step"),
+        RewardConfig(call_cost=0.05),
+        max_steps=5,
+        pad_id=tokenizer.pad_token_id,
+    )
+    assert len(step_history) == 1 and ("loss" not in step_history[0] or np.isfinite(step_history[0]["loss"]))
     assert dataclasses.is_dataclass(cfg)
