@@ -46,9 +46,12 @@ class ConductorData:
     eval_on: str = "heldout_questions"
     heldout_every: int = 4  # heldout_questions: question k of a database is held out when k % 4 == 3
     action_questions_per_db: int = 0  # more questions per training database for the action model's SFT only
+    # episodes per evaluation question, each with its own action-call seeds: the action model samples, so a
+    # question's EX and calls are the mean over them (less sampling noise in the paired method differences)
+    eval_repeats: int = 1
 
     def __post_init__(self):
-        require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db")
+        require_positive(self, "n_train_dbs", "n_test_dbs", "questions_per_db", "eval_repeats")
         if self.eval_on not in EVAL_SPLITS:
             raise ValueError(
                 f"data.eval_on={self.eval_on!r}; choose one of {', '.join(EVAL_SPLITS)} (held-out "

@@ -228,7 +228,13 @@ def evaluation_stage(run: ConductorRun) -> dict:
         t = time.perf_counter()
         if method == "fixed_workflow":
             recs = run_fixed_workflow(
-                run.test_ex, run.env, run.tok, run.greedy_actions, cfg.fixed_workflow, cfg.rl.reward
+                run.test_ex,
+                run.env,
+                run.tok,
+                run.greedy_actions,
+                cfg.fixed_workflow,
+                cfg.rl.reward,
+                repeats=cfg.data.eval_repeats,
             )
         else:
             recs, _ = run_policy_episodes(
@@ -239,6 +245,7 @@ def evaluation_stage(run: ConductorRun) -> dict:
                 run.greedy_actions,
                 max_steps=cfg.policy.max_steps,
                 reward_cfg=cfg.rl.reward,
+                repeats=cfg.data.eval_repeats,
             )
         seconds[method] = time.perf_counter() - t
         write_atomic(path, "".join(json.dumps(dataclasses.asdict(r), default=str) + "\n" for r in recs))

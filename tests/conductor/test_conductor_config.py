@@ -25,6 +25,8 @@ def test_bad_values_give_one_clear_message():
         ValueError, match="rl.loss_options.agg='mean'; choose one of grpo, bnpo, dr_grpo, dapo, token_mean"
     ):
         ConductorRLConfig(loss_options={"agg": "mean"})
+    with pytest.raises(ValueError, match="eval_repeats"):
+        ConductorData(eval_repeats=0)
     with pytest.raises(ValueError, match="rl.credit='token'; choose one of episode, step"):
         ConductorRLConfig(credit="token")
     with pytest.raises(ValueError, match="reward lam"):

@@ -27,18 +27,28 @@ COMPARISONS = tuple((m, b) for b in ("fixed_workflow", "sft_policy") for m in ME
 
 
 def run_fixed_workflow(
-    examples, env, tokenizer, action_server, workflow, reward_cfg: RewardConfig = RewardConfig()
+    examples, env, tokenizer, action_server, workflow, reward_cfg: RewardConfig = RewardConfig(), repeats: int = 1
 ) -> list:
-    """The fixed-workflow baseline (e.g. generate -> refine -> terminate) on every example."""
+    """The fixed-workflow baseline (e.g. generate -> refine -> terminate), ``repeats`` episodes per example
+    (question-major), episode ``("fixed_workflow", question_id, repeat)``'s action calls seeded from that id."""
     batcher = CallBatcher(action_handlers(action_server, tokenizer))
+    items = [(ex, r) for ex in examples for r in range(repeats)]
     jobs = [
-        lambda call, ex=ex: run_workflow(
-            bind(initial_state(ex, env), call, ("fixed_workflow", ex.question_id)), workflow
+        lambda call, ex=ex, r=r: run_workflow(
+            bind(initial_state(ex, env), call, ("fixed_workflow", ex.question_id, r)), workflow
         )
-        for ex in examples
+        for ex, r in items
     ]
     states = batcher.run(jobs)
-    return [record(ex, s, 0, reward_cfg) for ex, s in zip(examples, states)]
+    return [record(ex, s, 0, reward_cfg) for (ex, _), s in zip(items, states)]
+
+
+def per_question(records, field: str) -> tuple[list, list]:
+    """(question ids in first-seen order, the mean of ``field`` over each question's episodes)."""
+    groups: dict = {}
+    for r in records:
+        groups.setdefault(r.question_id, []).append(float(getattr(r, field)))
+    return list(groups), [sum(v) / len(v) for v in groups.values()]
 
 
 def summarize(records) -> dict:
@@ -48,7 +58,8 @@ def summarize(records) -> dict:
     for r in records:
         by_diff[r.difficulty].append(r)
     return {
-        "questions": len(records),
+        "questions": len({r.question_id for r in records}),
+        "episodes": len(records),
         "ex": sum(r.exact for r in records) / n,
         "ex_by_difficulty": {d: sum(r.exact for r in rs) / len(rs) for d, rs in sorted(by_diff.items())},
         "executable": sum(r.executable for r in records) / n,
@@ -66,15 +77,16 @@ def summarize(records) -> dict:
 def evidence(records: dict, *, seed: int = 0, comparisons=COMPARISONS) -> dict:
     """``{"methods": {name: {"ex", "ci95", "calls", "calls_ci95"}}, "comparisons": [{"method", "baseline", "delta",
     "ci95", "calls_delta", "calls_ci95"}]}`` from ``{method: [EpisodeRecord]}`` (EX in points 0-100, calls per
-    question; 95% percentile-bootstrap intervals over questions, differences paired on the same questions)."""
-    order = {m: [r.question_id for r in recs] for m, recs in records.items()}
-    if len({tuple(q) for q in order.values()}) > 1:
+    question; 95% percentile-bootstrap intervals over questions, differences paired on the same questions; with
+    several episodes a question, its EX and calls are their means)."""
+    exact = {m: per_question(recs, "exact") for m, recs in records.items()}
+    calls = {m: per_question(recs, "num_calls")[1] for m, recs in records.items()}
+    if len({tuple(q) for q, _ in exact.values()}) > 1:
         raise ValueError(
             "evidence needs every method evaluated on the same questions in the same order: "
-            + ", ".join(f"{m}: {len(q)} questions" for m, q in order.items())
+            + ", ".join(f"{m}: {len(q)} questions" for m, (q, _) in exact.items())
         )
-    table = evidence_table({m: [r.exact for r in recs] for m, recs in records.items()}, comparisons, seed=seed)
-    calls = {m: [r.num_calls for r in recs] for m, recs in records.items()}
+    table = evidence_table({m: v for m, (_, v) in exact.items()}, comparisons, seed=seed)
     for m, entry in table["methods"].items():
         c = mean_interval(calls[m], seed=seed)
         entry.update(calls=c["mean"], calls_ci95=c["ci95"])

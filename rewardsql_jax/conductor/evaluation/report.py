@@ -102,7 +102,7 @@ def workflow_lengths(records: dict) -> dict:
             groups["all"] = list(recs)
         out[method] = {
             d: {
-                "questions": len(rs),
+                "questions": len({r.question_id for r in rs}),
                 "mean_calls": sum(r.num_calls for r in rs) / len(rs),
                 "mean_steps": sum(len(r.workflow) for r in rs) / len(rs),
             }

@@ -88,3 +88,21 @@ def test_the_summary_prints_intervals_and_differences():
     row = next(line for line in lines if line.startswith("SFT+RL policy - SFT policy"))
     assert f"{c['delta']:+.1f}" in row and f"[{c['ci95'][0]:+.1f}, {c['ci95'][1]:+.1f}]" in row
     assert "paired differences" in text and text.count(" - fixed workflow") == 3
+
+
+def test_several_episodes_a_question_are_averaged_per_question():
+    """data.eval_repeats: a question's EX and calls are the mean of its episodes; intervals and pairs stay over
+    questions (the paired difference equals the one of the per-question means)."""
+    from rewardsql_jax.conductor.evaluation.evaluate import summarize
+
+    qids = [0, 0, 0, 1, 1, 1]  # question-major, 3 episodes each
+    a = _records([1, 0, 1, 0, 0, 1], [2, 2, 3, 2, 2, 2], qids)
+    b = _records([1, 1, 1, 1, 0, 0], [3, 3, 3, 3, 3, 3], qids)
+    ev = evidence({"sft_policy": a, "sft_rl_policy": b}, seed=0)
+    assert ev["methods"]["sft_policy"]["ex"] == pytest.approx(50.0)
+    assert ev["methods"]["sft_policy"]["calls"] == pytest.approx((7 / 3 + 2) / 2)
+    (cmp,) = ev["comparisons"]
+    assert cmp["delta"] == pytest.approx(100 / 6)  # (1 + 1/3) / 2 - (2/3 + 1/3) / 2
+    assert cmp["ci95"] == pytest.approx(paired_difference([1, 1 / 3], [2 / 3, 1 / 3], seed=0)["ci95"])
+    s = summarize(a)
+    assert s["questions"] == 2 and s["episodes"] == 6 and s["ex"] == pytest.approx(0.5)
