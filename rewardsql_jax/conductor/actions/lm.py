@@ -51,7 +51,8 @@ def _pad_batch(rows: list) -> list:
 
 
 class ModelServer:
-    """``serve(list of token-id prompts) -> list of (new ids without the stop token, logprobs, stopped)``."""
+    """``serve(list of token-id prompts) -> list of (new ids without the stop token, logprobs, stopped)``; a call
+    with more than ``max_batch`` prompts is decoded ``max_batch`` at a time (memory grows with the batch)."""
 
     def __init__(
         self,
@@ -64,16 +65,26 @@ class ModelServer:
         top_p: float = 1.0,
         seed: int = 0,
         max_len: int | None = None,
+        max_batch: int = 256,
     ):
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model, self.stop_ids, self.pad_id = model, tuple(stop_ids), pad_id
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.max_len = max_len or model.config.max_position_embeddings
-        self.seed = seed
+        self.seed, self.max_batch = seed, max_batch
         self._seeds = itertools.count(seed * 1_000_003)
 
     def serve(self, prompts: list, seeds: list | None = None) -> list:
         """``seeds``: one a prompt (each drawn with its own, independent of the batch), else the next of the
-        server's seed sequence for the whole batch."""
+        server's seed sequence for each batch of ``max_batch``."""
+        out = []
+        for start in range(0, len(prompts), self.max_batch):
+            end = start + self.max_batch
+            out += self._serve(prompts[start:end], None if seeds is None else seeds[start:end])
+        return out
+
+    def _serve(self, prompts: list, seeds: list | None) -> list:
         limit = self.max_len - self.max_new_tokens
         prompts = [list(p)[-limit:] for p in prompts]  # keep the most recent context if too long
         seed = _pad_batch(list(seeds)) if seeds is not None else next(self._seeds)

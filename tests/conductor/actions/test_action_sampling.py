@@ -23,7 +23,7 @@ def tiny_action_model(tokenizer):
     return new_model(shape, tokenizer, 0)
 
 
-def _server(model, tokenizer, temperature, seed=0):
+def _server(model, tokenizer, temperature, seed=0, max_batch=256):
     return ModelServer(
         model,
         stop_ids=(tokenizer.eos_token_id,),
@@ -31,6 +31,7 @@ def _server(model, tokenizer, temperature, seed=0):
         max_new_tokens=8,
         temperature=temperature,
         seed=seed,
+        max_batch=max_batch,
     )
 
 
@@ -45,6 +46,17 @@ def test_seeded_calls_are_reproducible_and_differ_by_key(tiny_action_model, toke
     assert alone == texts[2]
     other_run = action_handler(_server(tiny_action_model, tokenizer, 2.0, seed=4), tokenizer)
     assert [c.text for c in other_run([SeededPrompt(PROMPT, k) for k in keys])] != texts
+
+
+def test_a_large_call_is_decoded_in_batches_of_max_batch_with_the_same_answers(tiny_action_model, tokenizer):
+    """ModelServer.max_batch bounds the decode batch (memory); seeded calls give the same SQL however split."""
+    keys = [(9, i) for i in range(5)]
+    whole = action_handler(_server(tiny_action_model, tokenizer, 2.0, seed=3), tokenizer)
+    split = action_handler(_server(tiny_action_model, tokenizer, 2.0, seed=3, max_batch=2), tokenizer)
+    prompts = [SeededPrompt(PROMPT, k) for k in keys]
+    assert [c.text for c in split(prompts)] == [c.text for c in whole(prompts)]
+    with pytest.raises(ValueError, match="max_batch must be >= 1"):
+        _server(tiny_action_model, tokenizer, 2.0, max_batch=0)
 
 
 def test_temperature_zero_is_greedy(tiny_action_model, tokenizer):
