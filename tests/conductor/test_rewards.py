@@ -73,14 +73,14 @@ def test_an_episode_record_scores_the_working_sql_before_each_decision(music_db)
     state = State("q", music_db, final_sql=right, steps=steps)
     cfg = RewardConfig(call_cost=0.1)
     rec = record(ex, state, 0, cfg, decision_sqls=(None, None, wrong, right))
-    wrong_r = score_sql_reward(music_db, wrong, right, cfg)
+    wrong_r = _reward_of(music_db, wrong, right, cfg)
     assert rec.step_values[:2] == (None, None)
     assert rec.step_values[2] == pytest.approx(wrong_r - 0.3) and rec.step_values[3] == pytest.approx(1.8 - 0.4)
     assert rec.reward == pytest.approx(1.8 - 0.4)
     assert record(ex, state, 0, cfg).step_values == ()  # not asked: nothing extra executed
 
 
-def score_sql_reward(db, sql, gold_sql, cfg):
+def _reward_of(db, sql, gold_sql, cfg):
     from rewardsql_jax.conductor.rewards import score_sql
     from rewardsql_jax.sql import execute
 
