@@ -104,31 +104,26 @@ def test_weighted_sft_then_policy_reproduces_stable_workflow_and_grpo_runs(token
     )
     assert curriculum([ex], {0: 1.0}, 1.0) == [] and curriculum([ex], {0: 0.5}, 1.0) == [ex]
     cfg = ConductorRLConfig(steps=1, prompts_per_step=1, samples_per_prompt=2, kl_beta=0.01)
-    trained, history = train_grpo(
-        policy,
-        [ex],
-        _env(),
-        tokenizer,
-        lambda m, t, s: _server(m, tokenizer, t, s),
-        None,
-        cfg,
-        RewardConfig(),
-        max_steps=5,
-        pad_id=tokenizer.pad_token_id,
-    )
+
+    def grpo_history(rl_cfg, reward_cfg):
+        return train_grpo(
+            policy,
+            [ex],
+            _env(),
+            tokenizer,
+            lambda m, t, s: _server(m, tokenizer, t, s),
+            None,
+            rl_cfg,
+            reward_cfg,
+            max_steps=5,
+            pad_id=tokenizer.pad_token_id,
+        )[1]
+
+    history = grpo_history(cfg, RewardConfig())
     assert len(history) == 1 and 0.0 <= history[0]["reward"] <= 2.0
     assert "loss" not in history[0] or np.isfinite(history[0]["loss"])
-    _, step_history = train_grpo(  # per-decision credit through the same loop
-        policy,
-        [ex],
-        _env(),
-        tokenizer,
-        lambda m, t, s: _server(m, tokenizer, t, s),
-        None,
-        dataclasses.replace(cfg, credit="step"),
-        RewardConfig(call_cost=0.05),
-        max_steps=5,
-        pad_id=tokenizer.pad_token_id,
-    )
+    step_history = grpo_history(
+        dataclasses.replace(cfg, credit="step"), RewardConfig(call_cost=0.05)
+    )  # per-decision credit
     assert len(step_history) == 1 and ("loss" not in step_history[0] or np.isfinite(step_history[0]["loss"]))
     assert dataclasses.is_dataclass(cfg)
