@@ -40,8 +40,8 @@ import torch
 from flax import nnx
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from rewardsql_jax.models import ModelConfig, build_model
-from rewardsql_jax.models.hf_keys import hf_key_table
+from rewardsql_jax.models import build_model
+from rewardsql_jax.models.registry import config_from_hf, hf_key_table
 from rewardsql_jax.sampling import generate
 
 SMALL = dict(
@@ -80,12 +80,12 @@ class Row:
 
 def jax_twin(torch_model):
     """NNX model holding ``torch_model``'s weights."""
-    cfg = ModelConfig.from_hf_dict(torch_model.config.to_dict())
+    cfg = config_from_hf(torch_model.config.to_dict())
     graphdef, state = nnx.split(nnx.eval_shape(lambda: build_model(cfg)))
     sd = torch_model.state_dict()
     flat = dict(nnx.to_flat_state(state))
     for row in hf_key_table(cfg):
-        w = sd[row.hf_key].detach().numpy()
+        w = sd[row.key].detach().numpy()
         flat[row.path] = flat[row.path].replace(jnp.asarray(w.T if row.transpose else w))
     return nnx.merge(graphdef, nnx.from_flat_state(list(flat.items())))
 

@@ -1,8 +1,9 @@
-"""Flax NNX decoder models (Qwen2, Llama), HF checkpoint I/O, sharding rules, PRM head."""
+"""Flax NNX decoder models (Qwen2, Llama families), HF and GGUF checkpoint I/O, sharding rules, PRM head."""
 
 from .config import ModelConfig
 from .fresh import fresh_config, fresh_model
-from .hf import from_pretrained, save_pretrained
+from .hf import save_pretrained
+from .pretrained import from_pretrained, pretrained_config
 from .prm_head import (
     StepTags,
     TagPositions,
@@ -12,6 +13,6 @@ from .prm_head import (
     step_scores,
     step_tag_ids,
 )
-from .registry import MODEL_CLASSES, build_model
+from .registry import FAMILIES, MODEL_CLASSES, build_model, config_from_hf, config_to_hf, family_of, hf_key_table
 from .sharding import DEFAULT_RULES, AxisRules, batch_sharding, logical_to_spec, make_mesh, param_shardings, shard_model
 from .transformer import CausalLM, KVCache, init_cache

@@ -1,7 +1,7 @@
 """HF checkpoint directory <-> NNX model (safetensors, one or many shards).
 
 Loading never materialises the whole model on host: the model is built abstractly
-(``nnx.eval_shape``), then each parameter is read from its safetensors file on its own. With a mesh,
+(``nnx.eval_shape``), then each parameter is read from its safetensors file on its own (``loading``). With a mesh,
 each device's shard is read straight from the file (``jax.make_array_from_callback`` over a lazy
 safetensors slice), so a host holds at most one shard of one tensor at a time.
 
@@ -26,12 +26,15 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from .config import ModelConfig, resolve_dtype
-from .hf_keys import IGNORED_HF_SUFFIXES, KeyMap, hf_key_table
-from .registry import build_model
-from .sharding import DEFAULT_RULES, AxisRules, variable_sharding
+from .family import KeyMap
+from .loading import load_parameters
+from .registry import config_from_json, config_to_hf, hf_key_table
+from .sharding import AxisRules
 from .transformer import CausalLM
 
 INDEX_NAME = "model.safetensors.index.json"
+# Checkpoint entries that carry no learned weight (buffers some older exports include); skipped silently.
+IGNORED_HF_SUFFIXES = ("rotary_emb.inv_freq",)
 SINGLE_NAME = "model.safetensors"
 
 
@@ -68,8 +71,8 @@ def _weight_map(path: Path) -> dict[str, Path]:
 
 
 def _check_keys(table: tuple[KeyMap, ...], weight_map: dict[str, Path], path: Path, strict: bool, tied: bool):
-    expected = {row.hf_key for row in table}
-    missing = [row.hf_key for row in table if row.hf_key not in weight_map]
+    expected = {row.key for row in table}
+    missing = [row.key for row in table if row.key not in weight_map]
     if missing:
         raise MissingTensorError(
             f"checkpoint {path} is missing tensor {missing[0]!r}"
@@ -98,12 +101,12 @@ def _check_keys(table: tuple[KeyMap, ...], weight_map: dict[str, Path], path: Pa
 def _read_tensor(row: KeyMap, file: Path, target_shape, target_dtype, sharding):
     """Read one checkpoint tensor into a jax array of ``target_shape``/``dtype`` (sharded if given)."""
     with safe_open(file, framework="numpy") as fh:
-        sl = fh.get_slice(row.hf_key)
+        sl = fh.get_slice(row.key)
         hf_shape = tuple(sl.get_shape())
         expect = tuple(reversed(target_shape)) if row.transpose else tuple(target_shape)
         if hf_shape != expect:
             raise ValueError(
-                f"shape mismatch for {row.hf_key!r} in {file.name}: checkpoint has {hf_shape}, "
+                f"shape mismatch for {row.key!r} in {file.name}: checkpoint has {hf_shape}, "
                 f"config.json implies {expect}; the config and the weights disagree"
             )
 
@@ -121,44 +124,20 @@ def _read_tensor(row: KeyMap, file: Path, target_shape, target_dtype, sharding):
         return jax.make_array_from_callback(tuple(target_shape), sharding, read)
 
 
-def from_pretrained(
-    path,
-    *,
-    dtype="float32",
-    mesh: Mesh | None = None,
-    compute_dtype=None,
-    rules: AxisRules = DEFAULT_RULES,
-    strict: bool = True,
+def load_hf_dir(
+    path: Path, *, dtype: str, compute_dtype: str, mesh: Mesh | None, rules: AxisRules, strict: bool
 ) -> CausalLM:
-    """Load a HF Qwen2/Llama directory (``config.json`` + ``*.safetensors``) into an NNX model.
-
-    ``dtype`` is the parameter storage dtype, ``compute_dtype`` the activation dtype (defaults to
-    ``dtype``). With ``mesh``, parameters are placed in the NamedShardings of ``rules``.
-    """
-    path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"model directory {path} does not exist")
-    dtype = jnp.dtype(resolve_dtype(dtype)).name
-    compute = jnp.dtype(resolve_dtype(compute_dtype)).name if compute_dtype is not None else dtype
-    cfg = ModelConfig.from_json(path, param_dtype=dtype, dtype=compute)
-    abstract = nnx.eval_shape(lambda: build_model(cfg))
-    graphdef, state = nnx.split(abstract)
+    """A HF Qwen2/Llama directory (``config.json`` + ``*.safetensors``) as an NNX model (``pretrained.from_pretrained``
+    is the public entry point)."""
+    cfg = config_from_json(path, param_dtype=dtype, dtype=compute_dtype)
     table = hf_key_table(cfg)
-    flat = dict(nnx.to_flat_state(state))
-    rows_by_path = {row.path: row for row in table}
-    if set(rows_by_path) != set(flat):
-        raise RuntimeError(
-            f"hf_keys table and model parameters disagree: {set(rows_by_path) ^ set(flat)}"
-        )  # a bug here, not user input
     weight_map = _weight_map(path)
     _check_keys(table, weight_map, path, strict, cfg.tie_word_embeddings)
-    loaded = []
-    for p, var in flat.items():
-        row = rows_by_path[p]
-        aval = var.get_value()
-        sharding = variable_sharding(var, mesh, rules) if mesh is not None else None
-        loaded.append((p, var.replace(_read_tensor(row, weight_map[row.hf_key], aval.shape, aval.dtype, sharding))))
-    return nnx.merge(graphdef, nnx.from_flat_state(loaded))
+
+    def read(row, shape, target_dtype, sharding):
+        return _read_tensor(row, weight_map[row.key], shape, target_dtype, sharding)
+
+    return load_parameters(cfg, table, read, mesh=mesh, rules=rules, desc=f"loading {path.name}")
 
 
 def _parse_size(size) -> int:
@@ -184,7 +163,7 @@ def save_pretrained(model: CausalLM, path, *, dtype=None, max_shard_size="5GB") 
     path.mkdir(parents=True, exist_ok=True)
     out_dtype = resolve_dtype(dtype) if dtype is not None else cfg.weight_dtype
     limit = _parse_size(max_shard_size)
-    hf_cfg = cfg.to_hf_dict()
+    hf_cfg = config_to_hf(cfg)
     hf_cfg["torch_dtype"] = jnp.dtype(out_dtype).name
     hf_cfg["dtype"] = jnp.dtype(out_dtype).name
     (path / "config.json").write_text(json.dumps(hf_cfg, indent=2) + "\n")
@@ -216,8 +195,8 @@ def save_pretrained(model: CausalLM, path, *, dtype=None, max_shard_size="5GB") 
         tensors = {}
         for row in group:
             arr = np.asarray(jax.device_get(flat[row.path].get_value().astype(out_dtype)))
-            tensors[row.hf_key] = np.ascontiguousarray(arr.T if row.transpose else arr)
-            weight_map[row.hf_key] = name
+            tensors[row.key] = np.ascontiguousarray(arr.T if row.transpose else arr)
+            weight_map[row.key] = name
             total += arr.nbytes
         save_file(tensors, str(path / name), metadata={"format": "pt"})
     if len(groups) > 1:

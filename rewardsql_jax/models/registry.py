@@ -1,18 +1,72 @@
-"""Model family lookup: ``model_type`` -> NNX class."""
+"""Model families by name: ``model_type`` (HF ``config.json``) or GGUF ``general.architecture`` -> ``ModelFamily``,
+and the few functions that need the family of a config (build, HF config parse / emit, checkpoint key tables)."""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from flax import nnx
 
 from .config import ModelConfig
-from .llama import LlamaForCausalLM
-from .qwen2 import Qwen2ForCausalLM
+from .family import KeyMap, ModelFamily
+from .llama import LLAMA
+from .qwen2 import QWEN2
 
-MODEL_CLASSES = {"qwen2": Qwen2ForCausalLM, "llama": LlamaForCausalLM}
+FAMILIES: dict[str, ModelFamily] = {f.model_type: f for f in (QWEN2, LLAMA)}
+GGUF_ARCHITECTURES: dict[str, ModelFamily] = {f.gguf_architecture: f for f in FAMILIES.values()}
+MODEL_CLASSES = {name: f.model_class for name, f in FAMILIES.items()}
+
+
+def family_of(model_type: str) -> ModelFamily:
+    """The family of an HF ``model_type`` (a clear error naming the supported ones otherwise)."""
+    if model_type not in FAMILIES:
+        raise ValueError(f"unsupported model_type {model_type!r}; rewardsql_jax supports {sorted(FAMILIES)}")
+    return FAMILIES[model_type]
+
+
+def gguf_family(architecture: str, path) -> ModelFamily:
+    """The family of a GGUF file's ``general.architecture``."""
+    if architecture not in GGUF_ARCHITECTURES:
+        raise ValueError(
+            f"GGUF file {path} has architecture {architecture!r}; rewardsql_jax loads {sorted(GGUF_ARCHITECTURES)} "
+            "(a new architecture is one family file in rewardsql_jax/models/, see the README)"
+        )
+    return GGUF_ARCHITECTURES[architecture]
 
 
 def build_model(cfg: ModelConfig, *, seed: int = 0):
     """Randomly initialised model of ``cfg``'s family (weights ~ N(0, 0.02), norms 1, biases 0)."""
-    if cfg.model_type not in MODEL_CLASSES:
-        raise ValueError(f"unsupported model_type {cfg.model_type!r}; choose one of {sorted(MODEL_CLASSES)}")
-    return MODEL_CLASSES[cfg.model_type](cfg, rngs=nnx.Rngs(params=seed))
+    return family_of(cfg.model_type).model_class(cfg, rngs=nnx.Rngs(params=seed))
+
+
+def config_from_hf(d: Mapping[str, Any], **overrides) -> ModelConfig:
+    """A ``ModelConfig`` from the fields of a HF ``config.json`` (its family parses them)."""
+    model_type = d.get("model_type")
+    if model_type not in FAMILIES:
+        raise ValueError(
+            f"unsupported model_type {model_type!r} in config.json; rewardsql_jax supports {sorted(FAMILIES)}"
+        )
+    return ModelConfig(**(FAMILIES[model_type].parse_hf(d) | overrides))
+
+
+def config_from_json(path, **overrides) -> ModelConfig:
+    """``config_from_hf`` of ``path/config.json`` (or of ``path`` when it is the file)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no config.json at {path}; pass a HF model directory that contains config.json")
+    return config_from_hf(json.loads(path.read_text()), **overrides)
+
+
+def config_to_hf(cfg: ModelConfig) -> dict:
+    """The ``config.json`` fields transformers needs to rebuild ``cfg``'s architecture."""
+    return family_of(cfg.model_type).emit_hf(cfg)
+
+
+def hf_key_table(cfg: ModelConfig) -> tuple[KeyMap, ...]:
+    """Every parameter of ``cfg``'s model as HF checkpoint keys (:class:`KeyMap` rows, checkpoint order)."""
+    return family_of(cfg.model_type).hf_keys(cfg)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 from .config import ModelConfig
+from .family import BlockOptions
 
 
 def _param(rngs: nnx.Rngs, init, shape, dtype, logical_axes) -> nnx.Param:
@@ -264,14 +265,13 @@ def _kernel_prefix_decode(impl: str, prefix_k, prefix_v, prefix_mask):
 
 
 class Attention(nnx.Module):
-    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+    def __init__(self, cfg: ModelConfig, block: BlockOptions, rngs: nnx.Rngs):
         d, h, hkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         bias = cfg.attention_bias
         self.q_proj = Linear(d, h * hd, bias=bias, axes=("embed", "q_heads"), cfg=cfg, rngs=rngs)
         self.k_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
         self.v_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
-        # HF Llama biases o_proj too when attention_bias; Qwen2 never does.
-        o_bias = bias and cfg.model_type == "llama"
+        o_bias = bias and block.o_proj_bias
         self.o_proj = Linear(h * hd, d, bias=o_bias, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs)
         self.cfg = cfg
 
@@ -350,9 +350,9 @@ swiglu.defvjp(_swiglu_fwd, _swiglu_bwd)
 
 
 class DecoderLayer(nnx.Module):
-    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+    def __init__(self, cfg: ModelConfig, block: BlockOptions, rngs: nnx.Rngs):
         self.input_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
-        self.self_attn = Attention(cfg, rngs)
+        self.self_attn = Attention(cfg, block, rngs)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
         self.mlp = MLP(cfg, rngs)
 
@@ -363,14 +363,16 @@ class DecoderLayer(nnx.Module):
 
 
 class CausalLM(nnx.Module):
-    """Decoder-only causal LM. ``model(input_ids, attention_mask=None) -> logits [B, T, V]`` (fp32)."""
+    """Decoder-only causal LM. ``model(input_ids, attention_mask=None) -> logits [B, T, V]`` (fp32).
 
-    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    A family's subclass (``llama.py``, ``qwen2.py``) passes its ``BlockOptions``."""
+
+    def __init__(self, cfg: ModelConfig, *, block: BlockOptions, rngs: nnx.Rngs):
         self.config = cfg
         self.embed_tokens = _param(
             rngs, _normal, (cfg.vocab_size, cfg.hidden_size), cfg.weight_dtype, ("vocab", "embed")
         )
-        self.layers = nnx.List([DecoderLayer(cfg, rngs) for _ in range(cfg.num_hidden_layers)])
+        self.layers = nnx.List([DecoderLayer(cfg, block, rngs) for _ in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, cfg=cfg, rngs=rngs)
         if not cfg.tie_word_embeddings:
             self.lm_head: Linear | None = Linear(

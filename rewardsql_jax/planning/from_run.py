@@ -7,6 +7,8 @@ from pathlib import Path
 
 from rewardsql_jax.models.config import ModelConfig
 from rewardsql_jax.models.fresh import fresh_config
+from rewardsql_jax.models.gguf import find_gguf_file
+from rewardsql_jax.models.pretrained import pretrained_config
 from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.rl.rollouts import sampler_prompts
 
@@ -20,8 +22,8 @@ def model_config_of(run_config) -> ModelConfig:
     checkpoint folder name when the folder is not on this machine; else the fresh Qwen2 of ``config.model``."""
     m = run_config.model
     if m.path:
-        if (Path(m.path) / "config.json").exists():
-            return ModelConfig.from_json(m.path, dtype=m.dtype, max_position_embeddings=max(m.max_len, 1))
+        if (Path(m.path) / "config.json").exists() or (Path(m.path).exists() and find_gguf_file(m.path)):
+            return pretrained_config(m.path, dtype=m.dtype, max_position_embeddings=max(m.max_len, 1))
         name = Path(m.path).name.lower()
         for preset in PRESETS:
             if re.match(re.escape(preset) + r"(\b|-|$)", name):

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from rewardsql_jax.models import config_to_hf
 from rewardsql_jax.planning import model_config_of, preset_config
 from rewardsql_jax.stages.run_config import ModelConfigSection, RunConfig
 
@@ -20,7 +21,7 @@ def test_missing_checkpoint_matches_preset_by_folder_name():
 
 
 def test_checkpoint_config_json_wins(tmp_path):
-    d = preset_config("qwen2.5-coder-7b").replace(num_hidden_layers=3).to_hf_dict()
+    d = config_to_hf(preset_config("qwen2.5-coder-7b").replace(num_hidden_layers=3))
     (tmp_path / "config.json").write_text(json.dumps(d))
     m = model_config_of(RunConfig(model=ModelConfigSection(path=str(tmp_path))))
     assert m.num_hidden_layers == 3 and m.hidden_size == 3584

@@ -7,7 +7,7 @@ import pytest
 from flax import nnx
 
 from rewardsql_jax.models import ModelConfig, build_model
-from rewardsql_jax.models.hf_keys import hf_key_table
+from rewardsql_jax.models.registry import config_from_hf, hf_key_table
 
 
 def tiny_hf_config(**overrides):
@@ -34,13 +34,13 @@ def tiny_hf_config(**overrides):
 
 def jax_twin(torch_model):
     """The NNX model with ``torch_model``'s exact weights (via the HF key table, in memory)."""
-    cfg = ModelConfig.from_hf_dict(torch_model.config.to_dict())
+    cfg = config_from_hf(torch_model.config.to_dict())
     model = build_model(cfg)
     graphdef, state = nnx.split(model)
     sd = {k: v.detach().float().numpy() for k, v in torch_model.state_dict().items()}
     flat = dict(nnx.to_flat_state(state))
     for row in hf_key_table(cfg):
-        w = sd[row.hf_key]
+        w = sd[row.key]
         flat[row.path].set_value(jnp.asarray(w.T if row.transpose else w))
     return nnx.merge(graphdef, nnx.from_flat_state(list(flat.items())))
 

@@ -26,7 +26,7 @@ import transformers
 from flax import nnx
 
 from rewardsql_jax.models import from_pretrained
-from rewardsql_jax.models.hf_keys import hf_key_table
+from rewardsql_jax.models.registry import hf_key_table
 from rewardsql_jax.training.batch import RLBatch, SFTBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.state import create_train_state
@@ -133,9 +133,9 @@ def _compare_params(tree, torch_tensors, cfg, atol, what):
     flat = _flat(tree)
     worst = 0.0
     for row in hf_key_table(cfg):
-        ref = torch_tensors[row.hf_key]
+        ref = torch_tensors[row.key]
         ref = ref.T if row.transpose else ref
-        np.testing.assert_allclose(flat[row.path], ref, atol=atol, rtol=0, err_msg=f"{what} {row.hf_key}")
+        np.testing.assert_allclose(flat[row.path], ref, atol=atol, rtol=0, err_msg=f"{what} {row.key}")
         worst = max(worst, float(np.max(np.abs(flat[row.path] - ref))))
     return worst
 

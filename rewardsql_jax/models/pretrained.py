@@ -1,0 +1,52 @@
+"""The one entry point for pretrained weights: a HF directory (``config.json`` + safetensors) or a GGUF file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax.numpy as jnp
+from jax.sharding import Mesh
+
+from .config import ModelConfig, resolve_dtype
+from .gguf import find_gguf_file, gguf_config, load_gguf
+from .hf import load_hf_dir
+from .registry import config_from_json
+from .sharding import DEFAULT_RULES, AxisRules
+from .transformer import CausalLM
+
+
+def from_pretrained(
+    path,
+    *,
+    dtype="float32",
+    mesh: Mesh | None = None,
+    compute_dtype=None,
+    rules: AxisRules = DEFAULT_RULES,
+    strict: bool = True,
+) -> CausalLM:
+    """Load a HF Qwen2/Llama directory, a ``.gguf`` file, or a directory holding exactly one ``.gguf`` file.
+
+    ``dtype`` is the parameter storage dtype, ``compute_dtype`` the activation dtype (defaults to ``dtype``).
+    With ``mesh``, parameters are placed in the NamedShardings of ``rules``, one tensor at a time. GGUF tensors are
+    dequantised (``models.gguf``). ``strict=False`` warns about checkpoint tensors the model does not use instead
+    of refusing them.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"model path {path} does not exist; give a HF model directory or a .gguf file")
+    dtype = jnp.dtype(resolve_dtype(dtype)).name
+    compute = jnp.dtype(resolve_dtype(compute_dtype)).name if compute_dtype is not None else dtype
+    gguf_file = find_gguf_file(path)
+    if gguf_file is not None:
+        return load_gguf(gguf_file, dtype=dtype, compute_dtype=compute, mesh=mesh, rules=rules, strict=strict)
+    if not path.is_dir():
+        raise ValueError(f"{path} is neither a HF model directory nor a GGUF file")
+    return load_hf_dir(path, dtype=dtype, compute_dtype=compute, mesh=mesh, rules=rules, strict=strict)
+
+
+def pretrained_config(path, **overrides) -> ModelConfig:
+    """The ``ModelConfig`` of a checkpoint (HF directory or GGUF file) without reading its weights."""
+    gguf_file = find_gguf_file(path)
+    if gguf_file is not None:
+        return gguf_config(gguf_file, **overrides)
+    return config_from_json(path, **overrides)
