@@ -20,8 +20,10 @@ def llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(model, path, qtype: str = "F32", *, architecture: str | None = None) -> Path:
-    """Write the transformers ``model`` to ``path`` as GGUF with its 2-D weights stored as ``qtype``."""
+def write_gguf(model, path, qtype: str = "F32", *, architecture: str | None = None, tokenizer_from=None) -> Path:
+    """Write the transformers ``model`` to ``path`` as GGUF with its 2-D weights stored as ``qtype``. The tokenizer
+    metadata are placeholders (``t0``, ``t1``, ...), or every ``tokenizer.*`` key of the GGUF file
+    ``tokenizer_from`` (whose vocabulary size must be the model's)."""
     path = Path(path)
     cfg = config_from_hf(model.config.to_dict())
     family = family_of(cfg.model_type)
@@ -38,11 +40,17 @@ def write_gguf(model, path, qtype: str = "F32", *, architecture: str | None = No
     w.add_rope_freq_base(cfg.rope_theta)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_vocab_size(cfg.vocab_size)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])
-    w.add_token_types([gguf.TokenType.NORMAL] * cfg.vocab_size)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    if tokenizer_from is None:
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])
+        w.add_token_types([gguf.TokenType.NORMAL] * cfg.vocab_size)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+    else:
+        for field in gguf.GGUFReader(tokenizer_from).fields.values():
+            if field.name.startswith("tokenizer."):
+                sub = field.types[-1] if len(field.types) > 1 else None
+                w.add_key_value(field.name, field.contents(), field.types[0], sub)
     quant = gguf.GGMLQuantizationType[qtype]
     heads = {"q_proj": cfg.num_attention_heads, "k_proj": cfg.num_key_value_heads}
     for row in family.gguf_keys(cfg):
