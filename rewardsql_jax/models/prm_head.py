@@ -98,7 +98,11 @@ def prm_tag_logits(model, input_ids, attention_mask, positions, plus_id: int, mi
     Equals ``model(input_ids, attention_mask)[b, positions[b, s]][[plus_id, minus_id]]`` but projects
     only the gathered hidden states onto the two unembedding columns.
     """
-    hidden = model.hidden_states(input_ids, attention_mask)
+    return tag_logits_from_hidden(model, model.hidden_states(input_ids, attention_mask), positions, plus_id, minus_id)
+
+
+def tag_logits_from_hidden(model, hidden, positions, plus_id: int, minus_id: int):
+    """``prm_tag_logits`` from final hidden states ``[B, T, D]`` already computed (a shared-prefix forward)."""
     pos = jnp.asarray(positions, jnp.int32)
     if pos.ndim != 2 or pos.shape[0] != hidden.shape[0]:
         raise ValueError(f"positions must be [batch, steps] with batch {hidden.shape[0]}, got shape {pos.shape}")

@@ -57,3 +57,28 @@ def shared_prefix_hidden(model, prompt_ids, prompt_mask, completion_ids):
         prefix=(prompt_cache, prompt_mask),
     )
     return jnp.concatenate([first, comp_hidden], axis=1).reshape(p, g, lc, -1)
+
+
+def common_prefix_hidden(model, prefix_ids, ids, mask):
+    """Rows that all begin with the same ``C`` tokens, that prefix computed once (a database's schema prompt).
+
+    ``prefix_ids`` ``[C]``: the tokens every row starts with; ``ids``/``mask`` ``[N, L]``: what follows in each row,
+    padded on either side (positions count real tokens only, after the prefix). The prefix runs once through
+    ``hidden_with_cache`` as a batch of one; the N rows then run as one chunk attending to its keys/values, stored
+    once (``transformer.prefix_attention`` with one prompt and N rows). Returns ``(hidden [N, L, D], prefix_cache,
+    rows_cache)``, both caches heads-first (``[1, Hkv, C, D]`` and ``[N, Hkv, L, D]`` per layer). The hidden states
+    equal those of the N whole rows up to fp32 summation order; the prefix's share of the FLOPs drops by N.
+    """
+    c, (n, length) = prefix_ids.shape[0], ids.shape
+    cfg = model.config
+    head = init_cache(cfg, 1, c)
+    everywhere = jnp.ones((1, c), bool)
+    _, head = model.hidden_with_cache(prefix_ids[None], jnp.arange(c)[None], head, write_index=0, key_mask=everywhere)
+    head = head.as_heads_first()
+    mask = mask.astype(bool)
+    rows = init_cache(cfg, n, length, heads_first=True)
+    positions = c + jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
+    hidden, rows = model.hidden_with_cache(
+        ids, positions, rows, write_index=0, key_mask=mask, prefix=(head, everywhere)
+    )
+    return hidden, head, rows

@@ -10,12 +10,20 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rewardsql_jax.models.prm_head import find_tag_positions, format_prm_input, step_scores, step_tag_ids
+from rewardsql_jax.models.prm_head import (
+    find_tag_positions,
+    format_prm_input,
+    step_scores,
+    step_tag_ids,
+    tag_logits_from_hidden,
+)
 from rewardsql_jax.models.sharding import activation_sharding, model_mesh
-from rewardsql_jax.sampling.inputs import pad_id
+from rewardsql_jax.models.shared_prefix import common_prefix_hidden
+from rewardsql_jax.sampling.inputs import pad_id, shared_prefix_length
 
 AGGREGATIONS = ("min", "product", "last", "average")
 SCORER_BATCH, SCORER_LENGTH_MULTIPLE = 16, 64  # rows per scoring call; row length rounded up to this
@@ -37,6 +45,14 @@ def _scores(model, ids, mask, positions, plus, minus):
     return step_scores(model, ids, mask, positions, plus, minus)
 
 
+@nnx.jit
+def _scores_after_prefix(model, prefix, ids, mask, positions, plus, minus):
+    """``_scores`` of rows that all begin with ``prefix`` (one question's candidates), the prefix run once;
+    ``ids``/``positions`` are each row's tokens after it."""
+    hidden, _, _ = common_prefix_hidden(model, prefix, ids, mask)
+    return jax.nn.softmax(tag_logits_from_hidden(model, hidden, positions, plus, minus), axis=-1)[..., 0]
+
+
 class PRMScorer:
     """Batched step scoring with one compiled function per (rows, length, steps) bucket."""
 
@@ -48,6 +64,7 @@ class PRMScorer:
         self.mesh = model_mesh(model)
         # a sharded model scores its rows spread over the mesh's data x fsdp devices: a multiple of them per call
         shards = 1 if self.mesh is None else self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+        self.row_shards = shards
         self.batch_size, self.length_multiple = -(-batch_size // shards) * shards, length_multiple
         self.pad = pad_id(tokenizer)
 
@@ -66,6 +83,10 @@ class PRMScorer:
 
     def _score_texts(self, texts):
         enc = [self.tok(t, add_special_tokens=False).input_ids for t in texts]
+        # rows that share a long beginning (one question's candidates) with no step tag in it: that part runs once
+        shared = shared_prefix_length(enc) if self.row_shards == 1 else 0
+        shared = 0 if self.tags.tag_id in enc[0][:shared] else shared
+        prefix, enc = enc[0][:shared], [e[shared:] for e in enc]
         n = len(enc)
         rows = self.batch_size
         length = max(self.length_multiple, -(-max(map(len, enc)) // self.length_multiple) * self.length_multiple)
@@ -82,5 +103,10 @@ class PRMScorer:
         if self.mesh is not None:
             rows_sharding = activation_sharding(("batch",), self.mesh)
             arrays = tuple(jax.device_put(x, rows_sharding) for x in arrays)
-        scores = np.asarray(jax.device_get(_scores(self.model, *arrays, self.tags.plus_id, self.tags.minus_id)))
+        tags_ids = (self.tags.plus_id, self.tags.minus_id)
+        if shared:
+            scores = _scores_after_prefix(self.model, jnp.asarray(prefix, jnp.int32), *arrays, *tags_ids)
+        else:
+            scores = _scores(self.model, *arrays, *tags_ids)
+        scores = np.asarray(jax.device_get(scores))
         return [scores[i, : int(tags.mask[i].sum())].tolist() for i in range(n)]

@@ -14,6 +14,8 @@ def pad_id(tokenizer) -> int:
 
 
 GEN_ROUND = 16  # generation capacity is rounded up to this, so nearby max_new_tokens share a compile
+PREFIX_ROUND = 64  # a shared prompt prefix is cut down to a multiple of this (few prefill shapes)
+SUFFIX_ROUND = 32  # what follows a shared prefix is padded up to a multiple of this
 
 
 def bucket_length(n: int) -> int:
@@ -22,6 +24,20 @@ def bucket_length(n: int) -> int:
     if n <= 512:
         return max(16, 1 << (n - 1).bit_length())
     return -(-n // 512) * 512
+
+
+def shared_prefix_length(prompts: Sequence[Sequence[int]], multiple: int = PREFIX_ROUND) -> int:
+    """How many leading tokens every prompt shares, rounded down to a multiple of ``multiple``, leaving each
+    prompt at least one token of its own (the sampler prefills the shared part once). 0 for fewer than two
+    prompts or a shared part shorter than ``multiple``."""
+    if len(prompts) < 2:
+        return 0
+    n = min(len(p) for p in prompts) - 1
+    first = np.asarray(prompts[0][:n])
+    for p in prompts[1:]:
+        differs = np.flatnonzero(np.asarray(p[:n]) != first[:n])
+        n = int(differs[0]) if differs.size else n
+    return n // multiple * multiple
 
 
 def normalize_eos(eos_token_id) -> tuple[int, ...]:
@@ -55,12 +71,13 @@ class PaddedBatch:
 
     ``cache_len`` = padded prompt length + ``gen_capacity`` (the output buffer width)."""
 
-    ids: np.ndarray  # [N, P] int32, one row per prompt
+    ids: np.ndarray  # [N, P] int32, one row per prompt (after ``prefix`` when there is one)
     mask: np.ndarray  # [N, P] bool, True on real tokens
-    lengths: np.ndarray  # [N] int32
+    lengths: np.ndarray  # [N] int32, whole prompts (prefix included)
     cache_len: int
     gen_capacity: int
     num_samples: int = 1
+    prefix: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int32))  # [C] shared by every prompt
 
 
 def _as_prompt_list(prompt_ids) -> list[list[int]]:
@@ -81,6 +98,16 @@ def _as_prompt_list(prompt_ids) -> list[list[int]]:
     return prompts
 
 
+def _left_pad(prompts: list[list[int]], width: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``[N, width]`` ids and real-token mask, each prompt right-aligned (the last slot is its last token)."""
+    ids = np.full((len(prompts), width), pad_id, dtype=np.int32)
+    mask = np.zeros((len(prompts), width), dtype=bool)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p) :] = p
+        mask[r, width - len(p) :] = True
+    return ids, mask
+
+
 def pad_prompts(
     prompt_ids,
     *,
@@ -90,8 +117,11 @@ def pad_prompts(
     max_cache_len,
     max_positions: int,
     vocab_size: int,
+    share_prefix: bool = False,
 ) -> PaddedBatch:
-    """Validate prompts against the model and cache limits and build the left-padded batch."""
+    """Validate prompts against the model and cache limits and build the left-padded batch. ``share_prefix``
+    (without ``max_cache_len``): the leading tokens every prompt shares (``shared_prefix_length``) go to
+    ``prefix``, once, and ``ids`` hold the rest of each prompt, padded to a multiple of ``SUFFIX_ROUND``."""
     prompts = _as_prompt_list(prompt_ids)
     for i, p in enumerate(prompts):
         lo, hi = min(p), max(p)
@@ -105,6 +135,23 @@ def pad_prompts(
             f"longest prompt ({longest} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
             f"max_position_embeddings ({max_positions}); shorten the prompt or lower max_new_tokens"
         )
+    shared = shared_prefix_length(prompts) if share_prefix and max_cache_len is None else 0
+    if shared:
+        prefix = np.asarray(prompts[0][:shared], np.int32)
+        full_lengths = [len(p) for p in prompts]
+        prompts = [p[shared:] for p in prompts]
+        width = -(-max(len(p) for p in prompts) // SUFFIX_ROUND) * SUFFIX_ROUND
+        capacity = -(-max_new_tokens // GEN_ROUND) * GEN_ROUND
+        ids, mask = _left_pad(prompts, width, pad_id)
+        return PaddedBatch(
+            ids=ids,
+            mask=mask,
+            lengths=np.asarray(full_lengths, np.int32),
+            cache_len=shared + width + capacity,
+            gen_capacity=capacity,
+            num_samples=num_samples,
+            prefix=prefix,
+        )
     if max_cache_len is None:
         width = bucket_length(longest)
         capacity = -(-max_new_tokens // GEN_ROUND) * GEN_ROUND
@@ -116,11 +163,7 @@ def pad_prompts(
             )
         width = min(bucket_length(longest), max_cache_len - max_new_tokens)
         capacity = max_cache_len - width
-    ids = np.full((len(prompts), width), pad_id, dtype=np.int32)
-    mask = np.zeros((len(prompts), width), dtype=bool)
-    for r, p in enumerate(prompts):
-        ids[r, width - len(p) :] = p
-        mask[r, width - len(p) :] = True
+    ids, mask = _left_pad(prompts, width, pad_id)
     lengths = np.array([len(p) for p in prompts], dtype=np.int32)
     return PaddedBatch(
         ids=ids, mask=mask, lengths=lengths, cache_len=width + capacity, gen_capacity=capacity, num_samples=num_samples

@@ -32,6 +32,7 @@ from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from ..distributed import fetch, process_count, spans_processes, to_global
 from ..models.sharding import activation_sharding, constrain, model_mesh
+from ..models.shared_prefix import common_prefix_hidden
 from ..models.transformer import KVCache, init_cache
 from .inputs import check_options, normalize_eos, pad_prompts
 from .logits_processing import sample_tokens
@@ -176,19 +177,47 @@ def prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_id
     positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
     hidden, prompt_cache = model.hidden_with_cache(ids, positions, prompt_cache, write_index=0, key_mask=mask)
     logits = model.logits_from_hidden(hidden[:, -1])  # left padding: the last slot is real for every row
+    # [N, Hkv, W, D], read in place by prefix_attention
+    return _first_tokens(
+        model, prompt_cache.as_heads_first(), mask, logits, lengths, key, temperature, top_p, eos_ids, pad_id, opts
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "opts"))
+def prefill_shared(graphdef, state, prefix_ids, ids, mask, lengths, key, temperature, top_p, eos_ids, pad_id, *, opts):
+    """Jitted: as ``prefill`` for prompts that all begin with ``prefix_ids`` (``PaddedBatch.prefix``): the prefix
+    runs once, the rest of each prompt attends to it (``models.shared_prefix.common_prefix_hidden``); the prompt
+    cache handed to the decode loop is the same ``[N, Hkv, C + W, D]`` as ``prefill``'s."""
+    TRACE_COUNTS["prefill_shared"] += 1
+    model = nnx.merge(graphdef, state)
+    n, c = ids.shape[0], prefix_ids.shape[0]
+    hidden, head, rows = common_prefix_hidden(model, prefix_ids, ids, mask)
+    logits = model.logits_from_hidden(hidden[:, -1])
+
+    def whole(h, r):  # [1, Hkv, C, D] + [N, Hkv, W, D] -> [N, Hkv, C + W, D]
+        return jnp.concatenate([jnp.broadcast_to(h, (n, *h.shape[1:])), r], axis=2)
+
+    prompt_cache = KVCache(k=tuple(map(whole, head.k, rows.k)), v=tuple(map(whole, head.v, rows.v)), heads_first=True)
+    prompt_mask = jnp.concatenate([jnp.ones((n, c), bool), mask.astype(bool)], axis=1)
+    return _first_tokens(
+        model, prompt_cache, prompt_mask, logits, lengths, key, temperature, top_p, eos_ids, pad_id, opts
+    )
+
+
+def _first_tokens(model, prompt_cache, prompt_mask, logits, lengths, key, temperature, top_p, eos_ids, pad_id, opts):
+    """The decode loop's starting state: each row's token 0 drawn from its prompt's last logits."""
     if opts.num_samples > 1:  # each prompt was prefilled once; its samples share that prompt cache from here on
         rep = functools.partial(jnp.repeat, repeats=opts.num_samples, axis=0)
         logits, lengths = rep(logits), rep(lengths)
     b = logits.shape[0]
     cache = init_cache(model.config, b, opts.gen_capacity, heads_first=True)
-    prompt_cache = prompt_cache.as_heads_first()  # [N, Hkv, W, D], read in place by prefix_attention
     key, sub = _split(key)
     tok, logp = _draw(sub, logits, temperature, top_p, opts)
     tokens = jnp.full((b, opts.gen_capacity), pad_id, jnp.int32).at[:, 0].set(tok)
     logprobs = jnp.zeros((b, opts.gen_capacity), jnp.float32).at[:, 0].set(logp)
     st = DecodeState(
         prompt_cache=prompt_cache,
-        prompt_mask=mask,
+        prompt_mask=prompt_mask,
         cache=cache,
         lengths=lengths,
         tokens=tokens,
@@ -256,6 +285,7 @@ def generate(
     seed: int | list = 0,
     pad_id: int = 0,
     max_cache_len: int | None = None,
+    share_prefix: bool = True,
 ) -> GenerationResult:
     """Sample continuations of a batch of token-id prompts with a KV cache.
 
@@ -265,7 +295,10 @@ def generate(
     (nucleus, HF semantics; 1 = off). ``eos_token_id``: an id or a list of ids; a row stops after
     emitting one (the EOS is included in ``tokens``), then emits ``pad_id``. ``max_cache_len`` fixes the
     KV-cache length (longest prompt + ``max_new_tokens`` must fit); by default it is the prompt bucket
-    plus ``max_new_tokens`` rounded up to 16. Same ``seed`` -> same samples. ``seed`` may be a list, one
+    plus ``max_new_tokens`` rounded up to 16. ``share_prefix``: when every prompt starts with the same 64 or more
+    tokens (the questions of one database behind its schema), that part is prefilled once for the batch
+    (``prefill_shared``; not on a model split over several devices' rows, nor with ``max_cache_len``); the
+    tokens drawn are those of separate prefills up to fp32 summation order. Same ``seed`` -> same samples. ``seed`` may be a list, one
     seed a prompt: each row is then drawn with its own key (sample ``j`` of prompt ``i`` from
     ``fold_in(key(seed[i]), j)``), so a prompt's continuation does not depend on the batch it is in.
 
@@ -284,6 +317,9 @@ def generate(
         raise ValueError(f"eos_token_id {bad} outside the vocabulary [0, {cfg.vocab_size})")
     if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer)) or max_cache_len < 2):
         raise ValueError(f"max_cache_len must be an integer >= 2 or None, got {max_cache_len!r}")
+    graphdef, state = nnx.split(model)
+    mesh = model_mesh(state)
+    one_row_shard = mesh is None or mesh.shape["data"] * mesh.shape["fsdp"] == 1
     batch = pad_prompts(
         prompt_ids,
         num_samples=num_samples,
@@ -292,6 +328,7 @@ def generate(
         max_cache_len=max_cache_len,
         max_positions=cfg.max_position_embeddings,
         vocab_size=cfg.vocab_size,
+        share_prefix=share_prefix and one_row_shard,
     )
     greedy = temperature == 0
     opts = SamplerOptions(
@@ -302,8 +339,6 @@ def generate(
         gen_capacity=batch.gen_capacity,
         num_samples=num_samples,
     )
-    graphdef, state = nnx.split(model)
-    mesh = model_mesh(state)
     ids, mask, lengths = batch.ids, batch.mask, batch.lengths
     if mesh is not None:  # the prompts' rows over the data x fsdp devices, padded to split evenly
         (ids, mask, lengths), n = pad_to_mesh((ids, mask, lengths), mesh)
@@ -321,7 +356,11 @@ def generate(
     key = jax.random.key(seed) if isinstance(seed, (int, np.integer)) else _row_keys(seed, num_samples, ids.shape[0])
     if key.ndim and spans_processes(state):
         raise ValueError("generate: one seed a prompt is not supported for a model sharded over several processes")
-    st = prefill(graphdef, state, ids, mask, lengths, key, temp, p, eos_ids, pad, opts=opts)
+    if batch.prefix.size:
+        prefix = jnp.asarray(batch.prefix)
+        st = prefill_shared(graphdef, state, prefix, ids, mask, lengths, key, temp, p, eos_ids, pad, opts=opts)
+    else:
+        st = prefill(graphdef, state, ids, mask, lengths, key, temp, p, eos_ids, pad, opts=opts)
     st = decode_loop(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
     tokens, logprobs, steps = fetch((st.tokens, st.logprobs, st.step))
     real_rows = len(batch.lengths) * num_samples  # the padding prompts' rows are dropped

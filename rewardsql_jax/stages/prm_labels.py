@@ -240,6 +240,8 @@ def run_prm_labels(ctx: RunContext) -> dict:
     train = ctx.records("cold_start", "train.jsonl")
     rng = np.random.default_rng(ctx.config.seed)
     chosen = [train[i] for i in rng.choice(len(train), size=min(cfg.num_questions, len(train)), replace=False)]
+    # a database's questions side by side: a sampler call's prompts then share its schema, prefilled once
+    chosen.sort(key=lambda r: r["db_id"])
     chunks = owned_chunks(len(chosen), PROMPTS_PER_CALL)
     model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype, ctx.host_mesh())
     per_question, stats = _label_share(ctx, model, tok, chosen, chunks)

@@ -5,7 +5,14 @@ import types
 import numpy as np
 import pytest
 
-from rewardsql_jax.sampling.inputs import bucket_length, check_options, normalize_eos, pad_id, pad_prompts
+from rewardsql_jax.sampling.inputs import (
+    bucket_length,
+    check_options,
+    normalize_eos,
+    pad_id,
+    pad_prompts,
+    shared_prefix_length,
+)
 
 OK = dict(max_new_tokens=4, temperature=1.0, top_p=1.0, top_k=0, num_samples=1)
 
@@ -95,3 +102,26 @@ def test_pad_id_is_the_pad_token_else_eos():
     assert pad_id(types.SimpleNamespace(pad_token_id=3, eos_token_id=7)) == 3
     assert pad_id(types.SimpleNamespace(pad_token_id=0, eos_token_id=7)) == 0  # id 0 is a real pad id
     assert pad_id(types.SimpleNamespace(pad_token_id=None, eos_token_id=7)) == 7
+
+
+def test_shared_prefix_length_rounds_down_and_leaves_each_prompt_a_token():
+    head = list(range(1, 140))
+    assert shared_prefix_length([head + [7], head + [8, 9]]) == 128  # 139 shared -> 128
+    assert shared_prefix_length([head[:65], head[:65] + [3]]) == 64  # the shorter one keeps its last token
+    assert shared_prefix_length([head[:64], head[:64] + [3]]) == 0  # 63 left to share: under one multiple
+    assert shared_prefix_length([head, [0] + head]) == 0  # differ at the first token
+    assert shared_prefix_length([head]) == 0  # one prompt: nothing to share
+    assert shared_prefix_length([head, head, head[:100] + [5] * 50], multiple=32) == 96
+
+
+def test_pad_prompts_with_a_shared_prefix():
+    head = list(range(1, 71))
+    prompts = [head + [90, 91], head + [92, 93, 94, 95]]
+    kw = dict(num_samples=2, pad_id=0, max_new_tokens=10, max_cache_len=None, max_positions=512, vocab_size=128)
+    b = pad_prompts(prompts, share_prefix=True, **kw)
+    assert b.prefix.tolist() == head[:64]
+    assert b.ids.shape == (2, 32) and b.ids[0, -8:].tolist() == head[64:] + [90, 91]
+    assert b.mask.sum(axis=1).tolist() == [8, 10] and b.lengths.tolist() == [72, 74]
+    assert b.cache_len == 64 + 32 + 16 and b.gen_capacity == 16
+    assert pad_prompts(prompts, share_prefix=True, **{**kw, "max_cache_len": 100}).prefix.size == 0
+    assert pad_prompts(prompts, **kw).prefix.size == 0

@@ -260,3 +260,31 @@ def test_pallas_attention_impl_samples_the_same_tokens_as_xla(torch_and_jax):
     assert got.tokens == want.tokens
     for a, b in zip(got.logprobs, want.logprobs):
         np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def _shared_head_prompts(rng, n=3, head=70):
+    """Prompts behind one common 70-token beginning (a schema), each with its own tail: 64 shared tokens."""
+    start = list(rng.integers(1, 128, size=head))
+    return [start + list(rng.integers(1, 128, size=5 + 4 * i)) for i in range(n)]
+
+
+def test_shared_prefix_prefill_matches_transformers_and_separate_prefills(torch_and_jax, monkeypatch):
+    """Prompts sharing 64+ leading tokens prefill that part once (prefill_shared): the same greedy tokens as
+    transformers, and the same samples and log-probs as separate prefills (share_prefix=False)."""
+    tm, jm = torch_and_jax
+    prompts = _shared_head_prompts(np.random.default_rng(3))
+    calls, shared_prefill = [], sampler.prefill_shared
+    monkeypatch.setattr(sampler, "prefill_shared", lambda *a, **k: calls.append(a[2].shape) or shared_prefill(*a, **k))
+    greedy = generate(jm, prompts, max_new_tokens=24)
+    assert calls == [(64,)]  # the prefix tokens, prefilled once
+    assert greedy.tokens == _hf_greedy(tm, prompts, 24)
+    assert greedy.prompt_lengths == [len(p) for p in prompts]
+    for kw in ({}, {"temperature": 0.8, "num_samples": 3, "seed": 5}):
+        shared = generate(jm, prompts, max_new_tokens=24, **kw)
+        separate = generate(jm, prompts, max_new_tokens=24, share_prefix=False, **kw)
+        assert shared.tokens == separate.tokens
+        for a, b in zip(shared.logprobs, separate.logprobs):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+    logp = _reference_logprobs(jm, prompts, greedy.tokens, 0.0)
+    for a, b in zip(greedy.logprobs, logp):
+        np.testing.assert_allclose(a, b, atol=1e-4)
