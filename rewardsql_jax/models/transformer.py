@@ -135,7 +135,7 @@ def _single_query_attention(q, k, v, mask):
     return out[:, None].astype(v.dtype)
 
 
-def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
+def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask, common_k=None, common_v=None):
     """Attention of rows that share prompts, the prompts' keys/values stored once (shared-prefix decoding).
 
     Rows are prompt-major: ``B = P * G`` rows, G per prompt. q ``[B, T, H, D]``; k/v ``[B, Hkv, S, D]`` and
@@ -145,7 +145,8 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
     cache (one softmax over W + S keys), computed as two blocks that share the row maximum and the
     denominator (the two-block form of the online softmax, FlashAttention-2 Alg. 1): a prompt's cache is
     read once per prompt instead of once per row, and no ``[B, T, W + S]`` score tensor is concatenated or
-    transposed.
+    transposed. ``common_k``/``common_v`` ``[1, Hkv, C, D]``: keys/values before every prompt, seen in full by
+    every row (the schema all of a batch's questions start with): a third block, read once for the batch.
     """
     b, t, h, d = q.shape
     p, hkv, w, _ = prefix_k.shape
@@ -175,7 +176,16 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
 
     # the row maximum only keeps exp() in range; softmax does not depend on it, so no gradient flows through it
     # (as in jax.nn.softmax), and the backward pass keeps no copy of the scores for the max
-    m = jax.lax.stop_gradient(jnp.maximum(to_rows(jnp.max(s_prefix, axis=-1)), jnp.max(s_own, axis=-1)))
+    m = jnp.maximum(to_rows(jnp.max(s_prefix, axis=-1)), jnp.max(s_own, axis=-1))
+    if common_k is not None:  # [1, Hkv, B * T * groups, C]: every query of the batch in one matmul
+
+        def from_common(x):  # [1, Hkv, B * T * groups, ...] -> [B, Hkv, T, groups, ...]
+            return x.reshape(hkv, b, t, groups, *x.shape[3:]).swapaxes(0, 1)
+
+        qc = q.transpose(2, 0, 1, 3, 4).reshape(1, hkv, b * t * groups, d)
+        s_common = jnp.einsum("pkqd,pkwd->pkqw", qc, common_k.astype(cdt), preferred_element_type=jnp.float32) * scale
+        m = jnp.maximum(m, from_common(jnp.max(s_common, axis=-1)))
+    m = jax.lax.stop_gradient(m)
     e_prefix = jnp.exp(s_prefix - to_prompts(m)[..., None])
     e_own = jnp.exp(s_own - m[..., None])
     denom = to_rows(jnp.sum(e_prefix, axis=-1)) + jnp.sum(e_own, axis=-1)
@@ -184,6 +194,13 @@ def prefix_attention(q, k, v, mask, *, prefix_k, prefix_v, prefix_mask):
         jnp.einsum("pkqw,pkwd->pkqd", e_prefix.astype(vdt), prefix_v.astype(vdt), preferred_element_type=jnp.float32)
     )
     out = out + jnp.einsum("bktgs,bksd->bktgd", e_own.astype(vdt), v, preferred_element_type=jnp.float32)
+    if common_k is not None:
+        e_common = jnp.exp(s_common - m.swapaxes(0, 1).reshape(1, hkv, b * t * groups)[..., None])
+        denom = denom + from_common(jnp.sum(e_common, axis=-1))
+        pv = jnp.einsum(
+            "pkqw,pkwd->pkqd", e_common.astype(vdt), common_v.astype(vdt), preferred_element_type=jnp.float32
+        )
+        out = out + from_common(pv)
     out = out / denom[..., None]  # [B, Hkv, T, groups, D]
     return out.transpose(0, 2, 1, 3, 4).reshape(b, t, h, d).astype(v.dtype)
 
@@ -244,7 +261,7 @@ def _causal_attention_fn(key_mask):
     return attn_fn
 
 
-def _uses_pallas(impl: str) -> bool:
+def uses_pallas_kernels(impl: str) -> bool:
     """Whether ``ModelConfig.attention_impl`` resolves to a Pallas kernel here: ``pallas_interpret``, or ``auto``
     on TPU / GPU. (``auto`` on CPU means the kernels' jnp references, which the sampler's own XLA attention
     paths beat, so the sampler keeps those there.)"""
@@ -253,8 +270,8 @@ def _uses_pallas(impl: str) -> bool:
 
 def _kernel_prefix_decode(impl: str, prefix_k, prefix_v, prefix_mask):
     """The sampler's decode-step attention (one query per row, shared prompt caches) with the Pallas
-    flash-decoding kernel (``kernels.prefix_decode``) when ``_uses_pallas(impl)``, else None."""
-    if not _uses_pallas(impl):
+    flash-decoding kernel (``kernels.prefix_decode``) when ``uses_pallas_kernels(impl)``, else None."""
+    if not uses_pallas_kernels(impl):
         return None
     from rewardsql_jax.kernels.dispatch import attention_impl
 
@@ -430,7 +447,8 @@ class CausalLM(nnx.Module):
         ``[write_index, write_index + T)``; ``key_mask [B, S_max]`` marks valid slots (including the
         ones written now). Query ``i`` sees slot ``s`` iff ``s <= write_index + i`` and ``key_mask``.
         ``prefix=(prompt KVCache [P, W], prompt mask [P, W])``: the rows (``B = P * G``, prompt-major)
-        also attend to their prompt's cache, stored once per prompt (``prefix_attention``).
+        also attend to their prompt's cache, stored once per prompt (``prefix_attention``); a third entry, a
+        heads-first KVCache of one row, is what comes before every prompt (read once for the batch).
         Returns ``(logits [B, T, V] fp32, new cache)``.
         """
         hidden, cache = self.hidden_with_cache(
@@ -461,10 +479,11 @@ class CausalLM(nnx.Module):
         for i, (layer, ck, cv) in enumerate(zip(self.layers, cache.k, cache.v)):
             if prefix is not None:
                 pk, pv, pmask = prefix[0].k[i], prefix[0].v[i], prefix[1]
+                common = {"common_k": prefix[2].k[i], "common_v": prefix[2].v[i]} if len(prefix) > 2 else {}
                 attn_fn = (
-                    t == 1 and _kernel_prefix_decode(self.config.attention_impl, pk, pv, pmask)
-                ) or functools.partial(prefix_attention, prefix_k=pk, prefix_v=pv, prefix_mask=pmask)
-            elif fresh_prefill and _uses_pallas(self.config.attention_impl):  # causal flash attention kernel
+                    t == 1 and not common and _kernel_prefix_decode(self.config.attention_impl, pk, pv, pmask)
+                ) or functools.partial(prefix_attention, prefix_k=pk, prefix_v=pv, prefix_mask=pmask, **common)
+            elif fresh_prefill and uses_pallas_kernels(self.config.attention_impl):  # causal flash attention kernel
                 attn_fn = _kernel_attention(self.config.attention_impl, key_mask)
             elif fresh_prefill:  # the whole cache is this chunk: causal attention, upper triangle skipped
                 attn_fn = _causal_attention_fn(key_mask)

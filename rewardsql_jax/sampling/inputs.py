@@ -14,7 +14,7 @@ def pad_id(tokenizer) -> int:
 
 
 GEN_ROUND = 16  # generation capacity is rounded up to this, so nearby max_new_tokens share a compile
-PREFIX_ROUND = 64  # a shared prompt prefix is cut down to a multiple of this (few prefill shapes)
+PREFIX_ROUND = 32  # a shared prompt prefix is cut down to a multiple of this (few prefill shapes)
 SUFFIX_ROUND = 32  # what follows a shared prefix is padded up to a multiple of this
 
 

@@ -33,7 +33,7 @@ from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 from ..distributed import fetch, process_count, spans_processes, to_global
 from ..models.sharding import activation_sharding, constrain, model_mesh
 from ..models.shared_prefix import common_prefix_hidden
-from ..models.transformer import KVCache, init_cache
+from ..models.transformer import KVCache, init_cache, uses_pallas_kernels
 from .inputs import check_options, normalize_eos, pad_prompts
 from .logits_processing import sample_tokens
 from .result import GenerationResult
@@ -77,6 +77,7 @@ class DecodeState:
     done: jax.Array
     step: jax.Array  # number of tokens produced so far
     key: jax.Array
+    common_cache: KVCache | None = None  # [1, Hkv, C, D] per layer: what every prompt starts with (prefill_shared)
 
 
 _CACHE_AXES = ("cache_batch", "cache_kv_heads", "cache_seq", "head_dim")  # heads-first [B, Hkv, S, D]
@@ -177,34 +178,60 @@ def prefill(graphdef, state, ids, mask, lengths, key, temperature, top_p, eos_id
     positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
     hidden, prompt_cache = model.hidden_with_cache(ids, positions, prompt_cache, write_index=0, key_mask=mask)
     logits = model.logits_from_hidden(hidden[:, -1])  # left padding: the last slot is real for every row
-    # [N, Hkv, W, D], read in place by prefix_attention
-    return _first_tokens(
-        model, prompt_cache.as_heads_first(), mask, logits, lengths, key, temperature, top_p, eos_ids, pad_id, opts
+    return _first_tokens(  # the prompt cache [N, Hkv, W, D], read in place by prefix_attention
+        model,
+        prompt_cache=prompt_cache.as_heads_first(),
+        prompt_mask=mask,
+        logits=logits,
+        lengths=lengths,
+        key=key,
+        temperature=temperature,
+        top_p=top_p,
+        eos_ids=eos_ids,
+        pad_id=pad_id,
+        opts=opts,
     )
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "opts"))
 def prefill_shared(graphdef, state, prefix_ids, ids, mask, lengths, key, temperature, top_p, eos_ids, pad_id, *, opts):
     """Jitted: as ``prefill`` for prompts that all begin with ``prefix_ids`` (``PaddedBatch.prefix``): the prefix
-    runs once, the rest of each prompt attends to it (``models.shared_prefix.common_prefix_hidden``); the prompt
-    cache handed to the decode loop is the same ``[N, Hkv, C + W, D]`` as ``prefill``'s."""
+    runs once, the rest of each prompt attends to it (``models.shared_prefix.common_prefix_hidden``). The decode
+    loop then reads the prefix's cache once a batch (``DecodeState.common_cache``); for the Pallas decoding
+    kernel, which reads one cache a prompt, it is copied before each prompt's own (``[N, Hkv, C + W, D]``)."""
     TRACE_COUNTS["prefill_shared"] += 1
     model = nnx.merge(graphdef, state)
     n, c = ids.shape[0], prefix_ids.shape[0]
     hidden, head, rows = common_prefix_hidden(model, prefix_ids, ids, mask)
     logits = model.logits_from_hidden(hidden[:, -1])
+    start = functools.partial(_first_tokens, model, logits=logits, lengths=lengths, key=key, opts=opts)
+    start = functools.partial(start, temperature=temperature, top_p=top_p, eos_ids=eos_ids, pad_id=pad_id)
+    mask = mask.astype(bool)
+    if not uses_pallas_kernels(model.config.attention_impl):
+        return start(prompt_cache=rows, prompt_mask=mask, common_cache=head)
 
-    def whole(h, r):  # [1, Hkv, C, D] + [N, Hkv, W, D] -> [N, Hkv, C + W, D]
+    def whole(h, r):
         return jnp.concatenate([jnp.broadcast_to(h, (n, *h.shape[1:])), r], axis=2)
 
     prompt_cache = KVCache(k=tuple(map(whole, head.k, rows.k)), v=tuple(map(whole, head.v, rows.v)), heads_first=True)
-    prompt_mask = jnp.concatenate([jnp.ones((n, c), bool), mask.astype(bool)], axis=1)
-    return _first_tokens(
-        model, prompt_cache, prompt_mask, logits, lengths, key, temperature, top_p, eos_ids, pad_id, opts
-    )
+    return start(prompt_cache=prompt_cache, prompt_mask=jnp.concatenate([jnp.ones((n, c), bool), mask], axis=1))
 
 
-def _first_tokens(model, prompt_cache, prompt_mask, logits, lengths, key, temperature, top_p, eos_ids, pad_id, opts):
+def _first_tokens(
+    model,
+    *,
+    prompt_cache,
+    prompt_mask,
+    logits,
+    lengths,
+    key,
+    temperature,
+    top_p,
+    eos_ids,
+    pad_id,
+    opts,
+    common_cache=None,
+):
     """The decode loop's starting state: each row's token 0 drawn from its prompt's last logits."""
     if opts.num_samples > 1:  # each prompt was prefilled once; its samples share that prompt cache from here on
         rep = functools.partial(jnp.repeat, repeats=opts.num_samples, axis=0)
@@ -225,6 +252,7 @@ def _first_tokens(model, prompt_cache, prompt_mask, logits, lengths, key, temper
         done=_is_eos(tok, eos_ids) | _padding_rows(b, opts),
         step=jnp.int32(1),
         key=key,
+        common_cache=common_cache,
     )
     return _rows_over_mesh(st, opts.mesh, prompt_cache=False)
 
@@ -243,8 +271,9 @@ def decode_loop(graphdef, state, st: DecodeState, max_new_tokens, temperature, t
         i = s.step
         prev = jax.lax.dynamic_slice_in_dim(s.tokens, i - 1, 1, axis=1)  # [B, 1]
         pos = (s.lengths + i - 1)[:, None]
+        prefix = (s.prompt_cache, s.prompt_mask) + (() if s.common_cache is None else (s.common_cache,))
         logits, cache = model.forward_with_cache(
-            prev, pos, s.cache, write_index=i - 1, key_mask=all_slots, prefix=(s.prompt_cache, s.prompt_mask)
+            prev, pos, s.cache, write_index=i - 1, key_mask=all_slots, prefix=prefix
         )
         key, sub = _split(s.key)
         tok, logp = _draw(sub, logits[:, 0], temperature, top_p, opts)
@@ -295,7 +324,7 @@ def generate(
     (nucleus, HF semantics; 1 = off). ``eos_token_id``: an id or a list of ids; a row stops after
     emitting one (the EOS is included in ``tokens``), then emits ``pad_id``. ``max_cache_len`` fixes the
     KV-cache length (longest prompt + ``max_new_tokens`` must fit); by default it is the prompt bucket
-    plus ``max_new_tokens`` rounded up to 16. ``share_prefix``: when every prompt starts with the same 64 or more
+    plus ``max_new_tokens`` rounded up to 16. ``share_prefix``: when every prompt starts with the same 32 or more
     tokens (the questions of one database behind its schema), that part is prefilled once for the batch
     (``prefill_shared``; not on a model split over several devices' rows, nor with ``max_cache_len``); the
     tokens drawn are those of separate prefills up to fp32 summation order. Same ``seed`` -> same samples. ``seed`` may be a list, one

@@ -82,3 +82,37 @@ def test_causal_attention_in_query_chunks_equals_masked_attention(t, chunk, max_
     want = jax.grad(lambda *a: loss(lambda q, k, v: attention(q, k, v, mask), *a), argnums=(0, 1, 2))(q, k, v)
     for g_got, g_want in zip(grads, want):
         np.testing.assert_allclose(g_got, g_want, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("t", [1, 3])
+def test_prefix_attention_with_a_common_block_equals_attention_over_all_three(t):
+    """common_k/common_v (what every prompt starts with, stored once) + each prompt's cache + each row's own."""
+    rng = np.random.default_rng(2)
+    p, g, c, w, s, h, hkv, d = 2, 3, 6, 7, 5, 4, 2, 8
+    b = p * g
+    q = jnp.asarray(rng.normal(size=(b, t, h, d)), jnp.float32)
+    ck, cv = (jnp.asarray(rng.normal(size=(1, c, hkv, d)), jnp.float32) for _ in range(2))
+    pk, pv = (jnp.asarray(rng.normal(size=(p, w, hkv, d)), jnp.float32) for _ in range(2))
+    k, v = (jnp.asarray(rng.normal(size=(b, s, hkv, d)), jnp.float32) for _ in range(2))
+    prefix_mask = jnp.asarray(np.arange(w)[None, :] >= np.array([[3], [1]]))
+    own = jnp.asarray(np.arange(s)[None, None, :] <= np.arange(t)[None, :, None] + 1).repeat(b, axis=0)
+
+    def heads_first(x):
+        return x.transpose(0, 2, 1, 3)
+
+    got = prefix_attention(
+        q,
+        heads_first(k),
+        heads_first(v),
+        own,
+        prefix_k=heads_first(pk),
+        prefix_v=heads_first(pv),
+        prefix_mask=prefix_mask,
+        common_k=heads_first(ck),
+        common_v=heads_first(cv),
+    )
+    full_k = jnp.concatenate([jnp.repeat(ck, b, axis=0), jnp.repeat(pk, g, axis=0), k], axis=1)
+    full_v = jnp.concatenate([jnp.repeat(cv, b, axis=0), jnp.repeat(pv, g, axis=0), v], axis=1)
+    prompt_mask = jnp.concatenate([jnp.ones((p, c), bool), prefix_mask], axis=1)
+    full_mask = jnp.concatenate([jnp.repeat(prompt_mask, g, axis=0)[:, None, :].repeat(t, axis=1), own], axis=2)
+    np.testing.assert_allclose(got, _einsum_attention(q, full_k, full_v, full_mask), atol=1e-5, rtol=0)

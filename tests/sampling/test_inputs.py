@@ -108,7 +108,8 @@ def test_shared_prefix_length_rounds_down_and_leaves_each_prompt_a_token():
     head = list(range(1, 140))
     assert shared_prefix_length([head + [7], head + [8, 9]]) == 128  # 139 shared -> 128
     assert shared_prefix_length([head[:65], head[:65] + [3]]) == 64  # the shorter one keeps its last token
-    assert shared_prefix_length([head[:64], head[:64] + [3]]) == 0  # 63 left to share: under one multiple
+    assert shared_prefix_length([head[:64], head[:64] + [3]]) == 32  # 63 left to share
+    assert shared_prefix_length([head[:32], head[:32] + [3]]) == 0  # 31: under one multiple
     assert shared_prefix_length([head, [0] + head]) == 0  # differ at the first token
     assert shared_prefix_length([head]) == 0  # one prompt: nothing to share
     assert shared_prefix_length([head, head, head[:100] + [5] * 50], multiple=32) == 96

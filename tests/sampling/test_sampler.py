@@ -254,16 +254,17 @@ def test_pallas_attention_impl_samples_the_same_tokens_as_xla(torch_and_jax):
     _, model = torch_and_jax
     kernel_model = build_model(model.config.replace(attention_impl="pallas_interpret"))
     nnx.update(kernel_model, nnx.state(model))
-    prompts = [[3, 4, 5, 6, 7], [8, 9], [10, 11, 12]]
-    want = generate(model, prompts, max_new_tokens=6, num_samples=2)
-    got = generate(kernel_model, prompts, max_new_tokens=6, num_samples=2)
-    assert got.tokens == want.tokens
-    for a, b in zip(got.logprobs, want.logprobs):
-        np.testing.assert_allclose(a, b, atol=1e-4)
+    shared_head = _shared_head_prompts(np.random.default_rng(4), n=2, head=40)  # the kernel reads head + own
+    for prompts in ([[3, 4, 5, 6, 7], [8, 9], [10, 11, 12]], shared_head):
+        want = generate(model, prompts, max_new_tokens=6, num_samples=2)
+        got = generate(kernel_model, prompts, max_new_tokens=6, num_samples=2)
+        assert got.tokens == want.tokens
+        for a, b in zip(got.logprobs, want.logprobs):
+            np.testing.assert_allclose(a, b, atol=1e-4)
 
 
 def _shared_head_prompts(rng, n=3, head=70):
-    """Prompts behind one common 70-token beginning (a schema), each with its own tail: 64 shared tokens."""
+    """Prompts behind one common ``head``-token beginning (a schema), each with its own tail."""
     start = list(rng.integers(1, 128, size=head))
     return [start + list(rng.integers(1, 128, size=5 + 4 * i)) for i in range(n)]
 
