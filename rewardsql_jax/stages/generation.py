@@ -27,12 +27,17 @@ def generate_sql(
     num_samples: int = 1,
     temperature: float = 0.0,
     max_new_tokens: int = 160,
-    seed: int = 0,
+    seed: int | list[int] = 0,
     prompts_per_call: int = 8,
     desc: str = "generate",
     progress: bool = True,
 ) -> Completions:
-    """Sample ``num_samples`` completions per prompt (raw prompts, Reward-SQL style), decoded to text."""
+    """Sample ``num_samples`` completions per prompt (raw prompts, Reward-SQL style), decoded to text.
+
+    ``seed``: one int (call ``c`` of ``prompts_per_call`` prompts is drawn with ``seed + c``), or one seed a
+    prompt, so that a prompt's samples do not depend on the prompts beside it in a call."""
+    if not isinstance(seed, int) and len(seed) != len(prompts):
+        raise ValueError(f"generate_sql: {len(seed)} seeds for {len(prompts)} prompts (one int, or one a prompt)")
     pad = pad_id(tokenizer)
     texts, ids, lps = [], [], []
     chunks = range(0, len(prompts), prompts_per_call)
@@ -46,7 +51,7 @@ def generate_sql(
             temperature=temperature,
             num_samples=num_samples,
             eos_token_id=tokenizer.eos_token_id,
-            seed=seed + c,
+            seed=seed + c if isinstance(seed, int) else list(seed[start : start + prompts_per_call]),
             pad_id=pad,
         )
         for i in range(len(chunk)):

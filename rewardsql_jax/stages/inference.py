@@ -127,41 +127,73 @@ def run_inference(ctx: RunContext) -> dict:
     )
 
 
-CHUNK = 8  # questions per sampler call; chunk c is sampled with seed + c whichever process runs it
+CHUNK = 8  # questions per unit of work: chunk c is predicted by process c mod P
+GREEDY_CALL, SAMPLE_CALL = 32, 16  # a database's questions per sampler call: greedy, and N samples each
+
+
+def database_runs(indices: list[int], records: list[dict], size: int) -> list[list[int]]:
+    """``indices`` cut into runs of at most ``size`` consecutive questions of one database: the prompts of a run
+    share the schema, which the sampler then prefills once (``sampling.generate``'s shared prefix)."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and len(runs[-1]) < size and records[runs[-1][-1]]["db_id"] == records[i]["db_id"]:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placements: dict) -> list[dict]:
     """Predictions of the questions in ``chunks``: greedy SQL of every policy, N candidates of the final one
     (executed in this host's SQL pool, PRM-scored), Best-of-N and vote picks; when the final policy is not the
     SFT one, also N executed samples of the SFT policy (``sft_candidates``, for evaluate's headroom block).
-    Every model is sharded over this process's devices (``host_mesh``); ``placements`` gets where each lives."""
+    Question i's samples are drawn with their own seed (seed + 1 + i; the SFT policy's seed + 1 + n + i), so
+    they do not depend on the process or on the questions beside it. Every model is sharded over this
+    process's devices (``host_mesh``); ``placements`` gets where each lives."""
     cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
-    rows = [records[c * CHUNK : (c + 1) * CHUNK] for c in chunks]
-    preds = [[{"question_id": r["question_id"], "db_id": r["db_id"]} for r in part] for part in rows]
-    final_stage = list(found)[-1]
-    n_chunks = -(-len(records) // CHUNK)
-    for stage, path in found.items():
-        model = load_model(path, cfg.model.dtype, ctx.host_mesh())
-        placements[stage] = placement(model)
-        for c, part, out in zip(tqdm(chunks, desc=f"greedy ({stage})"), rows, preds):
-            greedy = generate_sql(
+    mine = [i for c in chunks for i in range(c * CHUNK, min((c + 1) * CHUNK, len(records)))]
+    preds = {i: {"question_id": records[i]["question_id"], "db_id": records[i]["db_id"]} for i in mine}
+    final_stage, n = list(found)[-1], len(records)
+
+    def sample(model, first_seed: int, desc: str) -> dict[int, tuple[list[str], list]]:
+        """Question -> (its N sampled SQL, their execution results)."""
+        out = {}
+        for run in tqdm(database_runs(mine, records, SAMPLE_CALL), desc=desc):
+            part = [records[i] for i in run]
+            texts = generate_sql(
                 model,
                 tok,
                 [r["prompt"] for r in part],
+                num_samples=inf.best_of_n,
+                temperature=inf.temperature,
                 max_new_tokens=inf.max_new_tokens,
-                seed=cfg.seed + c,
-                prompts_per_call=CHUNK,
+                seed=[first_seed + i for i in run],
+                prompts_per_call=SAMPLE_CALL,
+                progress=False,
+            ).texts
+            results = iter(_execute(pool, part, texts))
+            out.update({i: (sqls, [next(results) for _ in sqls]) for i, sqls in zip(run, texts)})
+        return out
+
+    for stage, path in found.items():
+        model = load_model(path, cfg.model.dtype, ctx.host_mesh())
+        placements[stage] = placement(model)
+        for run in tqdm(database_runs(mine, records, GREEDY_CALL), desc=f"greedy ({stage})"):
+            greedy = generate_sql(
+                model,
+                tok,
+                [records[i]["prompt"] for i in run],
+                max_new_tokens=inf.max_new_tokens,
+                prompts_per_call=GREEDY_CALL,
                 progress=False,
             )
-            for p, texts in zip(out, greedy.texts):
-                p[f"greedy_{stage}"] = texts[0]
+            for i, texts in zip(run, greedy.texts):
+                preds[i][f"greedy_{stage}"] = texts[0]
         if stage == "sft" and final_stage != "sft":
-            # seeds seed + 1 + n_chunks + c: disjoint from the final policy's seed + 1 + c, on every process
-            for c, part, out in zip(tqdm(chunks, desc=f"samples x{inf.best_of_n} (sft)"), rows, preds):
-                sampled = _sample(model, tok, part, inf, cfg.seed + 1 + n_chunks + c)
-                results = iter(_execute(pool, part, sampled.texts))
-                for p, texts in zip(out, sampled.texts):
-                    p["sft_candidates"] = [{"sql": sql, "signature": result_signature(next(results))} for sql in texts]
+            for i, (sqls, results) in sample(model, cfg.seed + 1 + n, f"samples x{inf.best_of_n} (sft)").items():
+                preds[i]["sft_candidates"] = [
+                    {"sql": sql, "signature": result_signature(res)} for sql, res in zip(sqls, results)
+                ]
     # ``model`` is the final policy: the loop above loaded it last
     prm_path = ctx.run_dir / "prm" / "model"
     scorer = (
@@ -171,36 +203,20 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
     )
     if scorer is not None:
         placements["prm"] = placement(scorer.model)
-    for c, part, out in zip(tqdm(chunks, desc=f"best-of-{inf.best_of_n} ({final_stage})"), rows, preds):
-        sampled = _sample(model, tok, part, inf, cfg.seed + 1 + c)
-        results = iter(_execute(pool, part, sampled.texts))
-        for r, p, texts in zip(part, out, sampled.texts):
-            scores = scorer.score([r["prompt"]] * len(texts), texts) if scorer else [None] * len(texts)
-            cands = [
-                {"sql": sql, "signature": result_signature(next(results)), "step_scores": sc}
-                for sql, sc in zip(texts, scores)
-            ]
-            p["candidates"], p["policy_for_candidates"] = cands, final_stage
-            bon = pick_best_of_n(cands, inf.aggregation) if scorer else None
-            sc = pick_self_consistency(cands)
-            p["best_of_n"] = cands[bon]["sql"] if bon is not None else (texts[0] if scorer else None)
-            p["self_consistency"] = cands[sc]["sql"] if sc is not None else texts[0]
-    return [p for out in preds for p in out]
-
-
-def _sample(model, tok, part, inf, seed: int):
-    """``inference.best_of_n`` samples at ``inference.temperature`` for one chunk of questions, in one call."""
-    return generate_sql(
-        model,
-        tok,
-        [r["prompt"] for r in part],
-        num_samples=inf.best_of_n,
-        temperature=inf.temperature,
-        max_new_tokens=inf.max_new_tokens,
-        seed=seed,
-        prompts_per_call=CHUNK,
-        progress=False,
-    )
+    sampled = sample(model, cfg.seed + 1, f"best-of-{inf.best_of_n} ({final_stage})")
+    for i in tqdm(mine, desc="prm scores", disable=scorer is None):
+        (texts, results), p = sampled[i], preds[i]
+        scores = scorer.score([records[i]["prompt"]] * len(texts), texts) if scorer else [None] * len(texts)
+        cands = [
+            {"sql": sql, "signature": result_signature(res), "step_scores": sc}
+            for sql, res, sc in zip(texts, results, scores)
+        ]
+        p["candidates"], p["policy_for_candidates"] = cands, final_stage
+        bon = pick_best_of_n(cands, inf.aggregation) if scorer else None
+        sc = pick_self_consistency(cands)
+        p["best_of_n"] = cands[bon]["sql"] if bon is not None else (texts[0] if scorer else None)
+        p["self_consistency"] = cands[sc]["sql"] if sc is not None else texts[0]
+    return [preds[i] for i in mine]
 
 
 def _execute(pool, part, texts) -> list:
