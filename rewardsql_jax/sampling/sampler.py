@@ -6,7 +6,9 @@ per prompt, projects only the last position to logits and draws token 0 for each
 rows; the decode loop feeds token ``i-1`` at slot ``i - 1`` of the rows' own cache of generated tokens,
 attending to that and to the prompt cache (``models.transformer.prefix_attention``: a GRPO group reads
 its prompt's keys/values once, not once per sample), and draws token ``i`` until ``max_new_tokens``
-or until every row has emitted an EOS id. Nothing leaves the device until the loop ends. On a sharded
+or until every row has emitted an EOS id. Unsharded (one device's rows), the loop runs in segments of
+``SEGMENT`` steps and the batch shrinks to the rows still running when they fit in half of it
+(``keep_rows``); between segments only the rows' done flags leave the device. On a sharded
 model (``SamplerOptions.mesh``) both caches and every per-row array are split over the mesh's batch
 (data x fsdp) axes: one device holds only its rows' caches.
 
@@ -259,7 +261,7 @@ def _first_tokens(
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "opts"), donate_argnames=("st",))
 def decode_loop(graphdef, state, st: DecodeState, max_new_tokens, temperature, top_p, eos_ids, pad_id, *, opts):
-    """Jitted: the decode loop from ``prefill``'s state until ``max_new_tokens`` or every row is done."""
+    """Jitted: the decode loop from ``prefill``'s state until step ``max_new_tokens`` or every row is done."""
     TRACE_COUNTS["decode"] += 1
     model = nnx.merge(graphdef, state)
     all_slots = jnp.ones((st.tokens.shape[0], opts.gen_capacity), bool)  # the causal rule hides unwritten ones
@@ -286,6 +288,62 @@ def decode_loop(graphdef, state, st: DecodeState, max_new_tokens, temperature, t
         return _rows_over_mesh(s, opts.mesh)
 
     return jax.lax.while_loop(cond, body, _rows_over_mesh(st, opts.mesh))
+
+
+SEGMENT = 16  # decode steps between looks at which rows have ended (``generate`` drops them then)
+MIN_ROWS = 8  # a batch is not cut below this many rows
+
+
+@jax.jit
+def keep_rows(st: DecodeState, keep) -> DecodeState:
+    """Jitted: the rows ``keep`` ``[R]`` of ``st`` (a smaller batch once rows have ended). Each kept row gets its
+    own copy of its prompt's cache (from then on one row a prompt); the common prefix stays shared."""
+    g = st.tokens.shape[0] // st.prompt_mask.shape[0]  # rows a prompt: prompt of row r is r // g
+    prompts = keep // g
+
+    def take(x, idx):
+        return jnp.take(x, idx, axis=0)
+
+    return st.replace(
+        prompt_cache=jax.tree.map(lambda x: take(x, prompts), st.prompt_cache),
+        prompt_mask=take(st.prompt_mask, prompts),
+        cache=jax.tree.map(lambda x: take(x, keep), st.cache),
+        lengths=take(st.lengths, keep),
+        tokens=take(st.tokens, keep),
+        logprobs=take(st.logprobs, keep),
+        done=take(st.done, keep),
+        key=take(st.key, keep) if st.key.ndim else st.key,
+    )
+
+
+def _decode_dropping_ended_rows(graphdef, state, st: DecodeState, max_new_tokens: int, args, opts):
+    """``decode_loop`` in segments of ``SEGMENT`` steps; after a segment, when the rows still running fit in half
+    the batch (or less), the batch shrinks to them (``keep_rows``, rounded up to a power of two): the steps left
+    cost what the live rows cost, not what the longest row of the original batch does. Returns host arrays
+    ``(tokens, logprobs, steps)`` in the original row order."""
+    tokens, logprobs = (np.asarray(x).copy() for x in fetch((st.tokens, st.logprobs)))
+    rows = np.arange(tokens.shape[0])  # the original row of each state row; rows past ``real`` are padding
+    real, step = len(rows), 1
+    while True:
+        stop = min(max_new_tokens, step + SEGMENT)
+        st = decode_loop(graphdef, state, st, jnp.int32(stop), *args, opts=opts)
+        done, step = (np.asarray(x) for x in fetch((st.done, st.step)))
+        step = int(step)
+        live = np.flatnonzero(~done[:real])
+        if step >= max_new_tokens or not live.size:
+            break
+        size = max(MIN_ROWS, 1 << (len(live) - 1).bit_length())
+        if size >= len(rows):
+            continue
+        now_t, now_l = fetch((st.tokens, st.logprobs))
+        tokens[rows[:real]], logprobs[rows[:real]] = np.asarray(now_t)[:real], np.asarray(now_l)[:real]
+        ended = np.flatnonzero(done)[0]  # padding rows copy an ended row: they stay ended
+        keep = np.concatenate([live, np.full(size - len(live), ended)])
+        st = keep_rows(st, jnp.asarray(keep, jnp.int32))
+        rows, real = rows[keep], len(live)
+    now_t, now_l = fetch((st.tokens, st.logprobs))
+    tokens[rows[:real]], logprobs[rows[:real]] = np.asarray(now_t)[:real], np.asarray(now_l)[:real]
+    return tokens, logprobs, step
 
 
 def _to_lists(tokens, logprobs, max_new_tokens, eos: tuple[int, ...]):
@@ -390,8 +448,12 @@ def generate(
         st = prefill_shared(graphdef, state, prefix, ids, mask, lengths, key, temp, p, eos_ids, pad, opts=opts)
     else:
         st = prefill(graphdef, state, ids, mask, lengths, key, temp, p, eos_ids, pad, opts=opts)
-    st = decode_loop(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
-    tokens, logprobs, steps = fetch((st.tokens, st.logprobs, st.step))
+    if one_row_shard and ids.shape[0] * num_samples > MIN_ROWS and max_new_tokens > SEGMENT:
+        args = (temp, p, eos_ids, pad)
+        tokens, logprobs, steps = _decode_dropping_ended_rows(graphdef, state, st, max_new_tokens, args, opts)
+    else:
+        st = decode_loop(graphdef, state, st, jnp.int32(max_new_tokens), temp, p, eos_ids, pad, opts=opts)
+        tokens, logprobs, steps = fetch((st.tokens, st.logprobs, st.step))
     real_rows = len(batch.lengths) * num_samples  # the padding prompts' rows are dropped
     tokens, logprobs = tokens[:real_rows], logprobs[:real_rows]
     out_tokens, out_logprobs, finished = _to_lists(tokens, logprobs, max_new_tokens, eos)

@@ -289,3 +289,19 @@ def test_shared_prefix_prefill_matches_transformers_and_separate_prefills(torch_
     logp = _reference_logprobs(jm, prompts, greedy.tokens, 0.0)
     for a, b in zip(greedy.logprobs, logp):
         np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_dropping_ended_rows_samples_what_the_whole_batch_would(tiny_model, monkeypatch):
+    """Rows that have ended leave the batch between decode segments (keep_rows); the rows left draw the same
+    tokens (one seed a prompt: each row's own key) with the same log-probs as in the uncut batch."""
+    prompts = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10, 11]]
+    kw = dict(max_new_tokens=60, temperature=1.0, num_samples=6, seed=[3, 4, 5, 6], eos_token_id=[0, 1, 2, 3, 4, 5])
+    cuts, keep = [], sampler.keep_rows
+    monkeypatch.setattr(sampler, "keep_rows", lambda st, rows: cuts.append(len(rows)) or keep(st, rows))
+    cut = generate(tiny_model, prompts, **kw)
+    assert cuts and cuts == sorted(cuts, reverse=True) and cuts[0] < 24  # the batch of 24 rows shrank
+    monkeypatch.setattr(sampler, "MIN_ROWS", 10**6)  # never cut
+    whole = generate(tiny_model, prompts, **kw)
+    assert cut.tokens == whole.tokens and cut.finished == whole.finished and cut.steps == whole.steps
+    for a, b in zip(cut.logprobs, whole.logprobs):
+        np.testing.assert_allclose(a, b, atol=1e-5)
