@@ -327,8 +327,8 @@ def _decode_dropping_ended_rows(graphdef, state, st: DecodeState, max_new_tokens
     while True:
         stop = min(max_new_tokens, step + SEGMENT)
         st = decode_loop(graphdef, state, st, jnp.int32(stop), *args, opts=opts)
-        done, step = (np.asarray(x) for x in fetch((st.done, st.step)))
-        step = int(step)
+        done, reached = fetch((st.done, st.step))
+        done, step = np.asarray(done), int(reached)
         live = np.flatnonzero(~done[:real])
         if step >= max_new_tokens or not live.size:
             break
