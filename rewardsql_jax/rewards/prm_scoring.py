@@ -88,7 +88,9 @@ class PRMScorer:
         shared = 0 if self.tags.tag_id in enc[0][:shared] else shared
         prefix, enc = enc[0][:shared], [e[shared:] for e in enc]
         n = len(enc)
-        rows = self.batch_size
+        # rows rounded up to a multiple of 8 (of the row shards), not to the batch: 8 candidates are not 16 rows
+        step = 8 * self.row_shards
+        rows = min(self.batch_size, -(-n // step) * step)
         length = max(self.length_multiple, -(-max(map(len, enc)) // self.length_multiple) * self.length_multiple)
         ids = np.full((rows, length), self.pad, np.int32)
         mask = np.zeros((rows, length), np.int32)
