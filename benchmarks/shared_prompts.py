@@ -35,6 +35,9 @@ from rewardsql_jax.rewards import prm_scoring
 from rewardsql_jax.sampling import generate, sampler
 from rewardsql_jax.sampling.inputs import pad_id
 
+# name -> (share_prefix, drop ended rows)
+ARMS = {"each prompt whole": (False, False), "schema once": (True, False), "schema once + drop ended": (True, True)}
+
 
 def best_time(fn, repeats: int) -> float:
     fn()  # compiles
@@ -115,11 +118,7 @@ def main(argv=None):
         pad,
         samples=1,
         temperature=0.0,
-        arms={
-            "each prompt whole": (False, False),
-            "schema once": (True, False),
-            "schema once + drop ended": (True, True),
-        },
+        arms=ARMS,
         repeats=args.repeats,
     )
     report(f"greedy, {args.prompts} prompts of one database, 128 new tokens", greedy, "each prompt whole")
@@ -130,11 +129,7 @@ def main(argv=None):
         pad,
         samples=8,
         temperature=0.7,
-        arms={
-            "each prompt whole": (False, False),
-            "schema once": (True, False),
-            "schema once + drop ended": (True, True),
-        },
+        arms=ARMS,
         repeats=args.repeats,
     )
     report("T = 0.7, 16 prompts x 8 samples, 128 new tokens", sampled, "each prompt whole")

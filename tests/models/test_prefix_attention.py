@@ -9,6 +9,10 @@ import pytest
 from rewardsql_jax.models.transformer import attention, causal_attention_in_query_chunks, prefix_attention
 
 
+def heads_first(x):
+    return x.transpose(0, 2, 1, 3)
+
+
 def _einsum_attention(q, k, v, mask):
     """The general path of ``attention`` (T > 1 branch) for any T: the reference here."""
     b, t, h, d = q.shape
@@ -40,9 +44,6 @@ def test_prefix_attention_equals_attention_over_prompt_plus_own_cache(t, h, hkv)
     k, v = (jnp.asarray(rng.normal(size=(b, s, hkv, d)), jnp.float32) for _ in range(2))
     prefix_mask = jnp.asarray(np.arange(w)[None, :] >= np.array([[2], [0]]))  # left padding of 2 and 0
     own = jnp.asarray(np.arange(s)[None, None, :] <= np.arange(t)[None, :, None] + 1).repeat(b, axis=0)
-
-    def heads_first(x):
-        return x.transpose(0, 2, 1, 3)
 
     got = prefix_attention(
         q,
@@ -96,9 +97,6 @@ def test_prefix_attention_with_a_common_block_equals_attention_over_all_three(t)
     k, v = (jnp.asarray(rng.normal(size=(b, s, hkv, d)), jnp.float32) for _ in range(2))
     prefix_mask = jnp.asarray(np.arange(w)[None, :] >= np.array([[3], [1]]))
     own = jnp.asarray(np.arange(s)[None, None, :] <= np.arange(t)[None, :, None] + 1).repeat(b, axis=0)
-
-    def heads_first(x):
-        return x.transpose(0, 2, 1, 3)
 
     got = prefix_attention(
         q,
