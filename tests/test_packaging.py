@@ -1,7 +1,8 @@
 """A non-editable wheel carries the Pallas kernels as ``rewardsql_jax.kernels`` and works from a fresh venv.
 
-The kernels live in the top-level ``kernels/`` folder; pyproject.toml maps it onto ``rewardsql_jax.kernels``
-(``package-dir``). This builds the wheel offline (``--no-build-isolation``, setuptools from this venv) from a copy
+The kernels live in the top-level ``kernels/`` folder (no ``__init__.py``: never a top-level ``kernels`` package);
+pyproject.toml maps it onto ``rewardsql_jax.kernels`` (``package-dir``), whose body is
+``rewardsql_jax/kernels/__init__.py``. This builds the wheel offline (``--no-build-isolation``, setuptools from this venv) from a copy
 of the checkout's files (so the checkout gets no ``build/`` folder and stale build output cannot leak in), checks
 its file list, installs it into a fresh venv and, from a directory outside the checkout, runs one interpret-mode
 flash-attention call from the installed copy against the reference (scripts/check_wheel.py, which CI also runs
@@ -100,7 +101,7 @@ def test_wheel_installs_kernels_and_runs_them(tmp_path):
     assert not [n for n in names if n.startswith("kernels/")], "a top-level kernels package must not be installed"
     assert not [n for n in names if not n.startswith(("rewardsql_jax/", "rewardsql_jax-"))], names
     init = zipfile.ZipFile(wheel).read("rewardsql_jax/kernels/__init__.py").decode()
-    assert init == (ROOT / "kernels" / "__init__.py").read_text()  # not the checkout stand-in
+    assert init == (ROOT / "rewardsql_jax" / "kernels" / "__init__.py").read_text()
     python, site = _fresh_venv(tmp_path, wheel)
     _check_kernels(tmp_path, src, python, site)
 
@@ -115,3 +116,11 @@ def test_editable_install_finds_kernels(tmp_path):
     (wheel,) = dist.glob("rewardsql_jax-*.whl")
     python, _ = _fresh_venv(tmp_path, wheel)
     _check_kernels(tmp_path, src, python, src)
+
+
+def test_checkout_root_does_not_shadow_the_kernels_package():
+    """Run from the checkout root (``python -m pytest``, ``python -c``), ``import kernels`` must not find our folder:
+    transformers >= 5.25 depends on the PyPI ``kernels`` package and imports it when loading GGUF files."""
+    probe = "import importlib.util as u; s = u.find_spec('kernels'); print(s.origin if s else None)"
+    origin = _run([sys.executable, "-c", probe], cwd=ROOT).stdout.strip()
+    assert origin in ("None", "") or not Path(origin).resolve().is_relative_to(ROOT / "kernels"), origin
