@@ -20,7 +20,15 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from rewardsql_jax.data import MSchemaOptions, load_bird, load_spider, load_tokenizer, m_schema, reward_sql_prompt
+from rewardsql_jax.data import (
+    MSchemaOptions,
+    format_prompt,
+    load_bird,
+    load_spider,
+    load_tokenizer,
+    m_schema,
+    reward_sql_prompt,
+)
 from rewardsql_jax.data.builtin import train_bpe_tokenizer
 from rewardsql_jax.data.builtin.generate import make_builtin_splits
 from rewardsql_jax.sql.cocte_checks import table_columns
@@ -114,8 +122,11 @@ def run_cold_start(ctx: RunContext) -> dict:
             schemas[ex.db_path] = m_schema(ex.db_path, db_id=ex.db_id, options=options)
         return schemas[ex.db_path]
 
+    wrapper = load_tokenizer(cfg.model.tokenizer_path or cfg.model.path) if cfg.data.chat_template else None
+
     def prompt_of(ex):
-        return reward_sql_prompt(schema_of(ex), ex.question, ex.evidence)
+        text = reward_sql_prompt(schema_of(ex), ex.question, ex.evidence)
+        return format_prompt(wrapper, text, chat_template=True) if wrapper is not None else text
 
     d = cfg.data
     train_examples = _limit(train.examples, d.max_train, cfg.seed) if train is not None else []

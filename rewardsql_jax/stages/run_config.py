@@ -49,6 +49,7 @@ class DataConfig:
     rl_questions_per_db: int = 0  # builtin: RL questions per train DB unseen by SFT; 0 = RL on SFT's questions
     rename_test_schemas: bool = True  # builtin: test DBs use other table/column names than train
     schema_examples: int = 3  # M-Schema example values per column
+    chat_template: bool = False  # wrap every prompt in the policy tokenizer's chat template (raw M-Schema: the paper)
     max_train: int = 0  # 0 = all
     max_eval: int = 0
     ex_mode: str = ""  # EX rule: bird (set equality) | spider (test-suite exec match); "" = the data's own
@@ -357,6 +358,11 @@ class RunConfig:
         if unknown:
             raise ValueError(f"unknown stage(s) {unknown}; stages are {list(STAGES)}")
         require_positive(self, "workers")
+        if self.data.chat_template and not (self.model.tokenizer_path or self.model.path):
+            raise ValueError(
+                "data.chat_template=true needs a pretrained tokenizer with a chat template (model.path or "
+                "model.tokenizer_path); a tokenizer trained on the data has none"
+            )
         if "rl" in self.stages:  # the RL settings across sections, before SFT and PRM train for minutes
             from rewardsql_jax.rl import get_algorithm
 
