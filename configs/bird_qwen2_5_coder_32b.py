@@ -3,7 +3,7 @@
     python launch/run.py --config configs/bird_qwen2_5_coder_32b.py \
         data.root=/data/bird model.path=/ckpt/Qwen2.5-Coder-32B-Instruct
 
-Memory (README, "Memory of a whole stage"): 2048-token prompts, a data=1 x fsdp=8 x tensor=8 mesh with 48
+Memory (docs/memory.md, "Memory of a whole stage"): 2048-token prompts, a data=1 x fsdp=8 x tensor=8 mesh with 48
 micro-batches (the AOT plan puts the GRPO train step at 73.5 GB per device of 95, v5p; with the PRM scorer's
 16.4 GB beside it the RL stage is at 89.8 GB, 95%: tight). The sampling stages load their models over one host's
 4 chips: Best-of-32, the paper's N, needs 56.3 GB per device (policy + PRM 32.8 GB, KV cache of 8 prompts x 32
@@ -26,7 +26,7 @@ CONFIG = dataclasses.replace(
     name="bird_qwen2_5_coder_32b",
     run_dir="runs/bird_qwen2_5_coder_32b",
     mesh=MeshConfig(data=1, fsdp=8, tensor=8, micro_batches=48),
-    # remat: the PRM step needs 98.1 GB per device without (README, "Memory of a whole stage"), 91.5 GB with
+    # remat: the PRM step needs 98.1 GB per device without (docs/memory.md, "Memory of a whole stage"), 91.5 GB with
     model=ModelConfigSection(path="/ckpt/Qwen2.5-Coder-32B-Instruct", max_len=2048 + 512, dtype="bfloat16", remat=True),
     # SFT and PRM in micro-batches of 8 rows as the RL step (384 rows / 48), one row per data x fsdp device (the
     # floor: fewer rows are padded to 8)

@@ -9,7 +9,7 @@ SFT lr 1e-5, 3 epochs, batch 16; PRM the same; GRPO lr 1e-6 constant, 48 prompts
 clip 0.2, KL (k3) 0.001, entropy 0.001, T=1.0, 512 new tokens; PRM labels k=16, c_puct 0.125,
 alpha 0.5, beta 0.9, L 500; Best-of-32 with min aggregation.
 
-Memory: the AOT plan (``plan=true``, README) shows the paper's 8192-token prompts do not fit 8 x 95 GB
+Memory: the AOT plan (``plan=true``, docs/memory.md) shows the paper's 8192-token prompts do not fit 8 x 95 GB
 with the XLA attention (full T x T scores are kept for the backward pass); this config therefore uses
 2048-token prompts on a data=1 x fsdp=2 x tensor=4 mesh with 192 micro-batches, which the plan puts at
 60 GB per device. It trains on unshared prompt + completion rows (``rl.shared_prefix=False``): the shared-prefix

@@ -8,7 +8,7 @@ have other names (``data.rename_test_schemas=true``: the held-out EX measures wr
 recalling a training query), 400 test questions (one question is 0.25 EX points). Raw M-Schema prompts as in the
 paper (no chat template). SFT: 40 steps at lr 1e-4 (a pretrained policy needs tens of steps; the from-scratch
 default, ``configs/scratch.py``, needed 1,000). Sampling at T = 0.7. Sizes and what each stage costs on a 2-core
-CPU: README "The default run, as measured" and benchmarks/RESULTS.md.
+CPU: README "The default run" and benchmarks/RESULTS.md.
 """
 
 from rewardsql_jax.stages.run_config import (

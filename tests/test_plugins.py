@@ -1,5 +1,5 @@
-"""``plugins=FILE``: the README's loss + algorithm file, saved as a user would, trains in the RL stage through
-``launch/run.py`` with nothing but command-line overrides (and the package untouched)."""
+"""``plugins=FILE``: the loss + algorithm file of docs/plugins.md (linked from the README), saved as a user would,
+trains in the RL stage through ``launch/run.py`` with nothing but command-line overrides (and the package untouched)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from rewardsql_jax.plugins import load_plugins, plugin_overrides
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def readme_plugin(marker: str = "plugin-example") -> str:
-    text = (ROOT / "README.md").read_text()
+def docs_plugin(marker: str = "plugin-example") -> str:
+    text = (ROOT / "docs" / "plugins.md").read_text()
     return re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", text, re.S).group(1)
 
 
@@ -41,10 +41,10 @@ def _rl_records(run: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_readme_plugin_trains_its_algorithm_and_its_loss(tmp_path):
+def test_docs_plugin_trains_its_algorithm_and_its_loss(tmp_path):
     plugin = tmp_path / "elsewhere" / "my_plugin.py"
     plugin.parent.mkdir()
-    plugin.write_text(readme_plugin())
+    plugin.write_text(docs_plugin())
     first = tmp_path / "first"
     first.mkdir()
     done = _launch(first, f"plugins={plugin}", "rl.algorithm=mean_baseline")
@@ -72,8 +72,8 @@ def test_readme_plugin_trains_its_algorithm_and_its_loss(tmp_path):
     assert all("my_pg/adv_abs_mean" in r["loss_metrics"] for r in _rl_records(run))
 
 
-def test_readme_plugin_with_its_own_normalisation_has_the_sequence_mean_gradient(tmp_path, monkeypatch):
-    """The README's ``my_seq_pg`` plugin file, loaded as ``plugins=`` loads it: its loss through the train step (2 micro-batches, rows of unequal length and one empty row) has the
+def test_docs_plugin_with_its_own_normalisation_has_the_sequence_mean_gradient(tmp_path, monkeypatch):
+    """The ``my_seq_pg`` plugin file, loaded as ``plugins=`` loads it: its loss through the train step (2 micro-batches, rows of unequal length and one empty row) has the
     gradient of its docstring's formula, (1/B) sum_b sum_t -A_b log pi_bt m_bt / max(sum_t m_bt, 1), by jax.grad."""
     import jax
     import jax.numpy as jnp
@@ -93,7 +93,7 @@ def test_readme_plugin_with_its_own_normalisation_has_the_sequence_mean_gradient
 
     monkeypatch.setattr(registry, "_LOSSES", dict(registry._LOSSES))
     plugin = tmp_path / "my_seq_pg.py"
-    plugin.write_text(readme_plugin("plugin-example-normalisation"))
+    plugin.write_text(docs_plugin("plugin-example-normalisation"))
     load_plugins([plugin])
     cfg = ModelConfig(
         model_type="qwen2", vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
@@ -125,9 +125,9 @@ def test_readme_plugin_with_its_own_normalisation_has_the_sequence_mean_gradient
 
 
 @pytest.mark.slow
-def test_readme_plugin_with_its_own_normalisation_trains_through_launch(tmp_path):
+def test_docs_plugin_with_its_own_normalisation_trains_through_launch(tmp_path):
     plugin = tmp_path / "my_seq_pg.py"
-    plugin.write_text(readme_plugin("plugin-example-normalisation"))
+    plugin.write_text(docs_plugin("plugin-example-normalisation"))
     done = _launch(tmp_path, f"plugins={plugin}", "rl.loss=my_seq_pg")
     assert done.returncode == 0, done.stderr[-3000:]
     run = tmp_path / "runs" / "smoke"

@@ -32,7 +32,7 @@ def gguf_family(architecture: str, path) -> ModelFamily:
     if architecture not in GGUF_ARCHITECTURES:
         raise ValueError(
             f"GGUF file {path} has architecture {architecture!r}; rewardsql_jax loads {sorted(GGUF_ARCHITECTURES)} "
-            "(a new architecture is one family file in rewardsql_jax/models/, see the README)"
+            "(a new architecture is one family file in rewardsql_jax/models/, see docs/models.md)"
         )
     return GGUF_ARCHITECTURES[architecture]
 
