@@ -34,6 +34,12 @@ from rewardsql_jax.training.batch import PRMBatch
 from rewardsql_jax.training.collate import batch_indices, bucket_length, pad_rows
 from rewardsql_jax.training.fit import fit
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.prefix_groups import (
+    grouped_prm_batch,
+    grouped_slots,
+    prefix_group_batches,
+    shared_prefix_lengths,
+)
 from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 
@@ -82,8 +88,8 @@ def annotate_responses(pool, records) -> list[str]:
 
 
 def encode_examples(tok, records, responses, tag_id: int, max_len: int):
-    """[(ids, tag_positions, labels)] of the records that fit ``max_len`` and whose tags match their labels;
-    plus the counts of the dropped ones (too long, tag/label mismatch)."""
+    """[(ids, tag_positions, labels, db_path)] of the records that fit ``max_len`` and whose tags match their
+    labels; plus the counts of the dropped ones (too long, tag/label mismatch)."""
     out, too_long, mismatch = [], 0, 0
     for r, resp in zip(records, responses):
         ids = tok(format_prm_input(r["prompt"], resp), add_special_tokens=False).input_ids
@@ -94,7 +100,7 @@ def encode_examples(tok, records, responses, tag_id: int, max_len: int):
         if len(pos) != len(r["step_labels"]):
             mismatch += 1
             continue
-        out.append((ids, pos, list(r["step_labels"])))
+        out.append((ids, pos, list(r["step_labels"]), r["db_path"]))
     return out, too_long, mismatch
 
 
@@ -109,7 +115,7 @@ def balance_examples(examples, mode: str, seed: int) -> tuple[list, float, dict]
     ``weight``: every example kept, pos_weight = n_neg / n_pos (1 when a class is absent). ``downsample``:
     visits the examples in a seeded random order and drops one whose steps are all of the majority label
     when the majority stays at least as large as the minority without it; pos_weight 1. ``examples`` are
-    ``(ids, tag_positions, labels)`` as ``encode_examples`` returns them. The report holds the step counts
+    ``(ids, tag_positions, labels, ...)`` as ``encode_examples`` returns them. The report holds the step counts
     before and after, the weight and the number of dropped responses.
     """
     if mode not in ("none", "weight", "downsample"):
@@ -151,6 +157,22 @@ def prm_arrays(examples, length: int, num_steps: int, pad_id: int, rows: int | N
         tag_positions=pad_rows([e[1] for e in ex], num_steps, 0),
         labels=pad_rows([e[2] for e in ex], num_steps, 0),
         step_mask=pad_rows([[k] * len(e[2]) for e, k in zip(ex, real)], num_steps, 0),
+    )
+
+
+def _train_batches(train, pc, seed: int, length: int, num_steps: int, pad: int):
+    """``batch(i)``: step i's ``PRMBatch`` rows ([batch_size, length]), or with ``prm.prefix_group`` > 1 a
+    ``GroupedPRMBatch`` whose groups of one database share their prompt prefix; one shape for the run."""
+    if pc.prefix_group <= 1:
+        order = list(batch_indices(len(train), pc.batch_size, pc.steps, seed))
+        return lambda i: prm_arrays([train[j] for j in order[i]], length, num_steps, pad)
+    keys = [e[3] for e in train]
+    # the prefix a database's rows share ends before each row's first step tag
+    prefix = shared_prefix_lengths([(e[0], [0] * (e[1][0] if e[1] else len(e[0])) + [1]) for e in train], keys)
+    prefix_slots, rest_slots = grouped_slots(train, prefix, spare=1)
+    order = prefix_group_batches(keys, pc.prefix_group, pc.batch_size // pc.prefix_group, pc.steps, seed)
+    return lambda i: grouped_prm_batch(
+        train, order[i], prefix, prefix_slots=prefix_slots, rest_slots=rest_slots, num_steps=num_steps, pad_id=pad
     )
 
 
@@ -232,10 +254,10 @@ def run_prm(ctx: RunContext) -> dict:
     state = create_train_state(trainable(model, ctx), make_optimizer(opt), seed=cfg.seed)
     options = {"tag_token_ids": (tags.plus_id, tags.minus_id), "pos_weight": pos_weight}
     step_fn = make_train_step(state.graphdef, "prm", options, mesh=mesh, micro_batches=cfg.micro_batches("prm"))
-    order, t_train = list(batch_indices(len(train), pc.batch_size, pc.steps, cfg.seed)), time.perf_counter()
+    batch, t_train = _train_batches(train, pc, cfg.seed, length, num_steps, pad), time.perf_counter()
 
     def step(state, i):
-        state, m = step_fn(state, prm_arrays([train[j] for j in order[i]], length, num_steps, pad))
+        state, m = step_fn(state, batch(i))
         return state, {"loss": m["loss"], "accuracy": m["accuracy"], "grad_norm": m["grad_norm"]}
 
     run = fit(
@@ -269,6 +291,7 @@ def run_prm(ctx: RunContext) -> dict:
             "annotate_results": pc.annotate_results,
             "steps": pc.steps,
             "batch_shape": [pc.batch_size, length, num_steps],
+            "prefix_group": pc.prefix_group,
             "train_loss_curve": curve,
             "final_loss": curve[-1][1],
             "train_seconds": train_seconds,

@@ -181,10 +181,17 @@ class PRMConfig:
     balance: str = "none"  # train step labels: none | weight (BCE pos_weight n_neg/n_pos) | downsample
     checkpoint_every: int = 0  # > 0: Orbax checkpoint every N steps, a rerun resumes; 0 = a rerun starts over
     micro_batches: int = 0  # micro-batches of each PRM batch; 0 = mesh.micro_batches (sized for the RL batch)
+    # > 1: labelled responses of one database in groups of this size share their prompt prefix (the schema),
+    # computed once per group in the train step (GroupedPRMBatch; same loss and gradients); 0 / 1 = independent rows
+    prefix_group: int = 0
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")
         require_choice(self, "balance", ("none", "weight", "downsample"))
+        if self.prefix_group < 0 or (self.prefix_group > 1 and self.batch_size % self.prefix_group):
+            raise ValueError(
+                f"prm.prefix_group={self.prefix_group} must be 0 (off) or divide prm.batch_size={self.batch_size}"
+            )
         if self.micro_batches < 0:
             raise ValueError(f"prm.micro_batches must be >= 0 (0 = mesh.micro_batches), got {self.micro_batches}")
         if self.checkpoint_every < 0:

@@ -1,7 +1,16 @@
 """Training engine: TrainState pytree, AdamW + schedules, the jitted donated train step with exact gradient
 accumulation (losses looked up by name), log-probs, Orbax checkpoints and the one training loop (``fit``)."""
 
-from .batch import GroupedRLBatch, GroupedSFTBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
+from .batch import (
+    GroupedPRMBatch,
+    GroupedRLBatch,
+    GroupedSFTBatch,
+    PRMBatch,
+    PreferenceBatch,
+    RLBatch,
+    RSBatch,
+    SFTBatch,
+)
 from .checkpoint import Checkpointer, export_pretrained, restore_latest
 from .fit import FitResult, NonFiniteLossError, StoppedEarly, fit
 from .logprobs import sequence_logprobs, summed_logprobs, target_logprobs

@@ -23,6 +23,7 @@ class _Checks:
     if TYPE_CHECKING:  # what the batch dataclasses using these checks have
         __dataclass_fields__: ClassVar[dict[str, Any]]
         input_ids: Any
+        prompt_mask: Any  # the grouped batches'
 
     def _need(self, name: str, rank: int, what: str):
         x = getattr(self, name)
@@ -57,6 +58,25 @@ class _Checks:
         dtype = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
         if not np.issubdtype(np.dtype(dtype), np.integer):
             raise ValueError(f"{type(self).__name__}.{name} must hold integer token ids/positions, got dtype {dtype}.")
+
+    def _grouped_prefix(self) -> tuple[int, ...]:
+        """Checks of a grouped batch's ``prompt_ids`` / ``prompt_mask`` [P, Lp] (left-padded) and
+        ``completion_ids`` [P, G, Lc]; returns the completion shape."""
+        name = type(self).__name__
+        p, _ = self._need("prompt_ids", 2, "[groups, prefix_len] int token ids (left-padded)")
+        self._integer("prompt_ids")
+        self._match("prompt_ids", ["prompt_mask"])
+        shape = self._need("completion_ids", 3, "[groups, group, rest_len] int token ids")
+        self._integer("completion_ids")
+        if shape[0] != p:
+            raise ValueError(
+                f"{name}.completion_ids has shape {shape} but prompt_ids has {p} groups; give [groups, group, rest_len]."
+            )
+        if isinstance(self.prompt_mask, np.ndarray) and p and not self.prompt_mask[:, -1].all():
+            raise ValueError(
+                f"{name}.prompt_mask: prefixes must be LEFT-padded (the last slot of every prefix is a real token)."
+            )
+        return shape
 
     @property
     def batch_size(self) -> int:
@@ -107,22 +127,8 @@ class GroupedSFTBatch(_Checks):
 
     def validate(self) -> GroupedSFTBatch:
         """Raise ValueError naming the first malformed field; return self."""
-        p, _ = self._need("prompt_ids", 2, "[groups, prefix_len] int token ids (left-padded)")
-        self._integer("prompt_ids")
-        self._match("prompt_ids", ["prompt_mask"])
-        shape = self._need("completion_ids", 3, "[groups, group, rest_len] int token ids")
-        self._integer("completion_ids")
-        if shape[0] != p:
-            raise ValueError(
-                f"GroupedSFTBatch.completion_ids has shape {shape} but prompt_ids has {p} groups; "
-                f"give [groups, group, rest_len]."
-            )
+        shape = self._grouped_prefix()
         self._match("completion_ids", ["loss_mask"])
-        if isinstance(self.prompt_mask, np.ndarray) and p and not np.asarray(self.prompt_mask)[:, -1].all():
-            raise ValueError(
-                "GroupedSFTBatch.prompt_mask: prefixes must be LEFT-padded (the last slot of every prefix "
-                "is a real token)."
-            )
         if self.weights is not None and _shape(self.weights) != shape[:2]:
             raise ValueError(f"GroupedSFTBatch.weights must have shape {shape[:2]}, got {_shape(self.weights)}.")
         return self
@@ -308,4 +314,41 @@ class PRMBatch(_Checks):
                 f"PRMBatch.tag_positions must lie in [0, {t}) (sequence length), "
                 f"got values in [{pos.min()}, {pos.max()}]."
             )
+        return self
+
+
+@struct.dataclass
+class GroupedPRMBatch(_Checks):
+    """``PRMBatch`` for groups of rows that share a prompt prefix (one database's schema), the prefix stored (and
+    computed) once per group, as ``GroupedSFTBatch`` does for SFT.
+
+    ``prompt_ids``/``prompt_mask`` [P, Lp] hold each group's shared prefix, LEFT-padded; ``completion_ids``
+    [P, G, Lc] the rest of each row, right-padded, with at least one slot after its last token;
+    ``tag_positions`` [P, G, S] index the step tags in ``completion_ids`` (``[p, g, s]``: tag s of row g);
+    ``labels`` / ``step_mask`` [P, G, S] as in ``PRMBatch``. The train step computes the same loss and gradients
+    as on the equivalent ``PRMBatch`` rows; micro-batches split whole groups.
+    """
+
+    prompt_ids: Any
+    prompt_mask: Any
+    completion_ids: Any
+    tag_positions: Any
+    labels: Any
+    step_mask: Any
+
+    def validate(self) -> GroupedPRMBatch:
+        """Raise ValueError naming the first malformed field; return self."""
+        shape = self._grouped_prefix()
+        s = self._need("tag_positions", 3, "[groups, group, num_steps] int positions of the step tags")
+        if s[:2] != shape[:2]:
+            raise ValueError(f"GroupedPRMBatch.tag_positions has shape {s}; it must start with {shape[:2]}.")
+        self._integer("tag_positions")
+        self._match("tag_positions", ["labels", "step_mask"])
+        if isinstance(self.tag_positions, np.ndarray) and self.tag_positions.size:
+            pos = np.asarray(self.tag_positions)
+            if pos.min() < 0 or pos.max() >= shape[2] - 1:
+                raise ValueError(
+                    f"GroupedPRMBatch.tag_positions must lie in [0, {shape[2] - 1}) (a slot after the last tag), "
+                    f"got values in [{pos.min()}, {pos.max()}]."
+                )
         return self

@@ -15,7 +15,8 @@ gradient. The families:
   supervised       ``SFTBatch`` / ``GroupedSFTBatch`` / ``RSBatch``: next-token logits (or, through
                    ``fn.from_logprobs``, the targets' log-probs from one fused vocabulary op), targets, loss mask
                    and the batch's per-row fields (weights, rewards)
-  prm              ``PRMBatch``: the PRM's ' +' / ' -' logits at the step tags, labels, step mask
+  prm              ``PRMBatch`` / ``GroupedPRMBatch``: the PRM's ' +' / ' -' logits at the step tags (each group's
+                   shared prefix computed once for a grouped batch), labels, step mask
 
 Batch-global statistics are computed before splitting, by hooks the loss declares: a policy-gradient loss's
 ``prepare`` (REINFORCE++'s whitening over the whole batch, as verl whitens over the whole rollout batch) runs on
@@ -35,10 +36,19 @@ import jax
 import jax.numpy as jnp
 
 from rewardsql_jax import losses
-from rewardsql_jax.models.prm_head import prm_tag_logits
+from rewardsql_jax.models.prm_head import prm_tag_logits, tag_logits_from_hidden
 from rewardsql_jax.models.shared_prefix import shared_prefix_hidden
 
-from .batch import GroupedRLBatch, GroupedSFTBatch, PRMBatch, PreferenceBatch, RLBatch, RSBatch, SFTBatch
+from .batch import (
+    GroupedPRMBatch,
+    GroupedRLBatch,
+    GroupedSFTBatch,
+    PRMBatch,
+    PreferenceBatch,
+    RLBatch,
+    RSBatch,
+    SFTBatch,
+)
 from .logprobs import (
     hidden_logprobs,
     sequence_logprobs,
@@ -315,12 +325,24 @@ def _prm(model, ref_model, batch: PRMBatch, spec, opts):
             f"loss {spec.name!r} needs loss option tag_token_ids=(id of ' +', id of ' -'), taken from the "
             "tokenizer (never hard-coded)."
         )
-    tag_logits = prm_tag_logits(model, batch.input_ids, batch.attention_mask, batch.tag_positions, ids[0], ids[1])
+    real = _real(own)
+    if isinstance(batch, GroupedPRMBatch):  # each group's prefix once; a tag's state is the one after it (t + 1)
+        hidden = shared_prefix_hidden(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids)
+        p, g = hidden.shape[:2]
+        positions = jnp.asarray(batch.tag_positions, jnp.int32).reshape(p * g, -1) + 1
+        tag_logits = tag_logits_from_hidden(model, hidden.reshape(p * g, *hidden.shape[2:]), positions, *ids)
+        tag_logits = tag_logits.reshape(p, g, *tag_logits.shape[1:])
+
+        def rows(x):  # the real groups' [P, G, ...] as rows [P * G, ...]
+            x = real(jnp.asarray(x))
+            return x.reshape(-1, *x.shape[2:])
+    else:
+        tag_logits = prm_tag_logits(model, batch.input_ids, batch.attention_mask, batch.tag_positions, *ids)
+        rows = real
     if own.get("temperature", 1.0) != 1.0:
         tag_logits = tag_logits / own["temperature"]
-    real = _real(own)
-    mask = real(jnp.asarray(batch.step_mask, jnp.float32))
-    out = spec.fn(real(tag_logits), real(batch.labels), mask, **opts)
+    mask = rows(jnp.asarray(batch.step_mask, jnp.float32))
+    out = spec.fn(rows(tag_logits), rows(batch.labels), mask, **opts)
     return losses.weighted_loss(out, mask, spec.normalisation(opts))
 
 
@@ -333,7 +355,7 @@ FAMILIES = {
     "policy_gradient": Family(lambda spec: (RLBatch, GroupedRLBatch), _policy_gradient, _policy_gradient_prepare),
     "preference": Family(lambda spec: (PreferenceBatch,), _preference),
     "supervised": Family(_supervised_batches, _supervised),
-    "prm": Family(lambda spec: (PRMBatch,), _prm),
+    "prm": Family(lambda spec: (PRMBatch, GroupedPRMBatch), _prm),
 }
 
 

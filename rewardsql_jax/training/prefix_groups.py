@@ -1,4 +1,4 @@
-"""Supervised rows grouped by a shared prompt prefix, so the train step computes each prefix once.
+"""Supervised and PRM rows grouped by a shared prompt prefix, so the train step computes each prefix once.
 
 Text-to-SQL prompts of one database repeat its whole schema; only the question and the target differ. Rows
 with the same key (the database) share the longest common token prefix of their prompts, which a
@@ -14,7 +14,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from .batch import GroupedSFTBatch
+from .batch import GroupedPRMBatch, GroupedSFTBatch
 from .collate import bucket_length
 
 
@@ -68,6 +68,29 @@ def prefix_group_batches(
     return list(stacked.reshape(steps, groups_per_batch, group_size))
 
 
+def _grouped_ids(ids_of, groups: np.ndarray, prefix_lengths, prefix_slots: int, rest_slots: int, pad_id: int):
+    """(prompt_ids [P, prefix_slots] left-padded, prompt_mask, rest_ids [P, G, rest_slots] right-padded) of the
+    rows ``groups`` [P, G] (indices; ``ids_of(j)`` is row j's token ids), each group's shared prefix once."""
+    p, g = groups.shape
+    prompt_ids = np.full((p, prefix_slots), pad_id, np.int32)
+    prompt_mask = np.zeros((p, prefix_slots), np.int32)
+    rest_ids = np.full((p, g, rest_slots), pad_id, np.int32)
+    for a, row in enumerate(groups):
+        n = prefix_lengths[row[0]]
+        if any(prefix_lengths[j] != n for j in row):
+            raise ValueError(f"group {a}: rows {row.tolist()} have different shared prefixes; group by one key")
+        if n > prefix_slots:
+            raise ValueError(f"shared prefix of {n} tokens exceeds prefix_slots={prefix_slots}")
+        prompt_ids[a, prefix_slots - n :] = ids_of(row[0])[:n]
+        prompt_mask[a, prefix_slots - n :] = 1
+        for b, j in enumerate(row):
+            rest = len(ids_of(j)) - n
+            if rest > rest_slots:
+                raise ValueError(f"example {j}: {rest} tokens after the shared prefix exceed rest_slots={rest_slots}")
+            rest_ids[a, b, :rest] = ids_of(j)[n:]
+    return prompt_ids, prompt_mask, rest_ids
+
+
 def grouped_sft_batch(
     encoded: Sequence[tuple[list[int], list[int]]],
     groups: np.ndarray,
@@ -81,31 +104,53 @@ def grouped_sft_batch(
     (``prefix_lengths`` of its rows, equal within a group) left-padded to ``prefix_slots``, each row's rest
     (its own prompt tokens and the target) right-padded to ``rest_slots``."""
     groups = np.asarray(groups)
-    p, g = groups.shape
-    prompt_ids = np.full((p, prefix_slots), pad_id, np.int32)
-    prompt_mask = np.zeros((p, prefix_slots), np.int32)
-    rest_ids = np.full((p, g, rest_slots), pad_id, np.int32)
-    loss_mask = np.zeros((p, g, rest_slots), np.int32)
+    prompt_ids, prompt_mask, rest_ids = _grouped_ids(
+        lambda j: encoded[j][0], groups, prefix_lengths, prefix_slots, rest_slots, pad_id
+    )
+    loss_mask = np.zeros(rest_ids.shape, np.int32)
     for a, row in enumerate(groups):
-        n = prefix_lengths[row[0]]
-        if any(prefix_lengths[j] != n for j in row):
-            raise ValueError(f"group {a}: rows {row.tolist()} have different shared prefixes; group by one key")
-        if n > prefix_slots:
-            raise ValueError(f"shared prefix of {n} tokens exceeds prefix_slots={prefix_slots}")
-        prompt_ids[a, prefix_slots - n :] = encoded[row[0]][0][:n]
-        prompt_mask[a, prefix_slots - n :] = 1
         for b, j in enumerate(row):
-            ids, mask = encoded[j]
-            rest = len(ids) - n
-            if rest > rest_slots:
-                raise ValueError(f"example {j}: {rest} tokens after the shared prefix exceed rest_slots={rest_slots}")
-            rest_ids[a, b, :rest] = ids[n:]
-            loss_mask[a, b, :rest] = mask[n:]
+            mask = encoded[j][1][prefix_lengths[j] :]
+            loss_mask[a, b, : len(mask)] = mask
     return GroupedSFTBatch(prompt_ids, prompt_mask, rest_ids, loss_mask).validate()
 
 
-def grouped_slots(encoded, prefix_lengths: Sequence[int], multiple: int = 16) -> tuple[int, int]:
-    """(prefix_slots, rest_slots): the bucketed longest shared prefix and longest rest, one shape per run."""
+def grouped_prm_batch(
+    examples: Sequence[tuple],
+    groups: np.ndarray,
+    prefix_lengths: Sequence[int],
+    *,
+    prefix_slots: int,
+    rest_slots: int,
+    num_steps: int,
+    pad_id: int,
+) -> GroupedPRMBatch:
+    """GroupedPRMBatch of the PRM examples ``(ids, tag_positions, labels, ...)`` in ``groups`` [P, G]: the shared
+    prefixes (which end before each row's first tag) once per group, the rests right-padded to ``rest_slots``
+    (which must leave a slot after every row's last token), the tags moved into the rests' coordinates."""
+    groups = np.asarray(groups)
+    prompt_ids, prompt_mask, rest_ids = _grouped_ids(
+        lambda j: examples[j][0], groups, prefix_lengths, prefix_slots, rest_slots, pad_id
+    )
+    shape = (*groups.shape, num_steps)
+    positions, labels, step_mask = (np.zeros(shape, np.int32) for _ in range(3))
+    for a, row in enumerate(groups):
+        for b, j in enumerate(row):
+            ids, pos, ys = examples[j][:3]
+            n = prefix_lengths[j]
+            if len(ids) - n >= rest_slots:
+                raise ValueError(f"example {j}: rest_slots={rest_slots} leaves no slot after its last token")
+            if pos and min(pos) < n:
+                raise ValueError(f"example {j}: a step tag lies inside the shared prefix of {n} tokens")
+            positions[a, b, : len(pos)] = np.asarray(pos) - n
+            labels[a, b, : len(ys)] = ys
+            step_mask[a, b, : len(ys)] = 1
+    return GroupedPRMBatch(prompt_ids, prompt_mask, rest_ids, positions, labels, step_mask).validate()
+
+
+def grouped_slots(encoded, prefix_lengths: Sequence[int], multiple: int = 16, spare: int = 0) -> tuple[int, int]:
+    """(prefix_slots, rest_slots): the bucketed longest shared prefix and longest rest (plus ``spare`` slots: a PRM
+    row needs one after its last tag), one shape per run. ``encoded`` holds tuples whose first item is the ids."""
     prefix = max(prefix_lengths)
-    rest = max(len(ids) - n for (ids, _), n in zip(encoded, prefix_lengths))
+    rest = max(len(e[0]) - n for e, n in zip(encoded, prefix_lengths)) + spare
     return bucket_length(prefix, multiple), bucket_length(rest, multiple)

@@ -159,18 +159,17 @@ def test_prm_trains_and_reports_heldout_auc(scripted_run):
     )
 
 
-@pytest.mark.parametrize("balance", ["weight", "downsample"])
-def test_prm_trains_with_balanced_labels(scripted_run, tmp_path, balance):
+def _labelled_copy(scripted_run, run_dir, *overrides):
+    """A context on a copy of the scripted run's cold_start, sft and prm_labels stages, with PRM ``overrides``."""
     src, _, _ = scripted_run
     for stage in ("cold_start", "sft", "prm_labels"):
-        shutil.copytree(src.run_dir / stage, tmp_path / stage)
-    ctx = _context(
-        tmp_path,
-        "prm_labels.rollouts_per_question=3",
-        "prm.heldout_fraction=0.25",
-        "prm.steps=2",
-        f"prm.balance={balance}",
-    )
+        shutil.copytree(src.run_dir / stage, run_dir / stage)
+    return _context(run_dir, "prm_labels.rollouts_per_question=3", "prm.heldout_fraction=0.25", *overrides)
+
+
+@pytest.mark.parametrize("balance", ["weight", "downsample"])
+def test_prm_trains_with_balanced_labels(scripted_run, tmp_path, balance):
+    ctx = _labelled_copy(scripted_run, tmp_path, "prm.steps=2", f"prm.balance={balance}")
     try:
         m = run_prm(ctx)
     finally:
@@ -211,3 +210,18 @@ def test_evaluation_without_heldout_steps_is_nan_with_a_note(base_run):
     out = evaluate_steps(None, [], step_tag_ids(tok), 64, 4, 4, 0)
     assert math.isnan(out["auc"]) and math.isnan(out["accuracy"]) and "no held-out" in out["note"]
     assert np.isnan(out["auc"])
+
+
+def test_prm_trains_on_groups_that_share_their_schema_prefix(scripted_run, tmp_path):
+    """``prm.prefix_group=2``: each batch is groups of 2 labelled responses of one database (GroupedPRMBatch, the
+    schema computed once a group); the stage trains and evaluates as with independent rows."""
+    ctx = _labelled_copy(scripted_run, tmp_path, "prm.steps=3", "prm.batch_size=4", "prm.prefix_group=2")
+    try:
+        m = run_prm(ctx)
+    finally:
+        ctx.close()
+    assert m["prefix_group"] == 2 and len(m["train_loss_curve"]) >= 2
+    assert all(math.isfinite(loss) for _, loss, _ in m["train_loss_curve"])
+    assert 0.0 <= m["heldout"]["auc"] <= 1.0
+    with pytest.raises(ValueError, match=r"prm\.prefix_group=3 must be 0 \(off\) or divide prm\.batch_size=4"):
+        apply_overrides(load_config(SMOKE), ["prm.batch_size=4", "prm.prefix_group=3"])

@@ -1,5 +1,5 @@
-"""SFT rows grouped by a shared prompt prefix (GroupedSFTBatch) give the SFTBatch loss and gradients; the group
-order covers every example of a key once per epoch and never mixes keys."""
+"""SFT and PRM rows grouped by a shared prompt prefix (GroupedSFTBatch, GroupedPRMBatch) give the SFTBatch /
+PRMBatch loss and gradients; the group order covers every example of a key once per epoch and never mixes keys."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rewardsql_jax.training.batch import SFTBatch
-from rewardsql_jax.training.collate import sft_arrays
+from rewardsql_jax.training.batch import PRMBatch, SFTBatch
+from rewardsql_jax.training.collate import pad_rows, sft_arrays
 from rewardsql_jax.training.prefix_groups import (
+    grouped_prm_batch,
     grouped_sft_batch,
     grouped_slots,
     prefix_group_batches,
@@ -95,3 +96,77 @@ def test_group_order_is_one_key_per_group_and_covers_each_epoch():
     assert all((a == b).all() for a, b in zip(order, again))
     other = prefix_group_batches(keys, 4, 2, steps=3, seed=1)
     assert any((a != b).any() for a, b in zip(order, other))
+
+
+def _prm_examples(seed=0):
+    """PRM examples (ids, tag positions, labels) of two 'databases': a schema prefix, a question, then steps each
+    ending in the tag token 5; the shared prefixes end before the first tag."""
+    rng = np.random.default_rng(seed)
+    schema = {"a": list(rng.integers(6, V, 9)), "b": list(rng.integers(6, V, 6))}
+    examples, keys = [], []
+    for k, n_rows in (("a", 5), ("b", 3)):
+        for _ in range(n_rows):
+            ids = schema[k] + list(rng.integers(6, V, int(rng.integers(1, 4))))
+            pos, labels = [], []
+            for _ in range(int(rng.integers(1, 4))):
+                ids += list(rng.integers(6, V, int(rng.integers(1, 5)))) + [5]
+                pos.append(len(ids) - 1)
+                labels.append(int(rng.integers(0, 2)))
+            examples.append((ids, pos, labels))
+            keys.append(k)
+    return examples, keys
+
+
+def _prm_prefix_lengths(examples, keys):
+    """``shared_prefix_lengths`` over the tokens before each row's first tag (what the PRM stage passes)."""
+    return shared_prefix_lengths([(ids, [0] * pos[0] + [1]) for ids, pos, _ in examples], keys)
+
+
+@pytest.mark.parametrize("micro_batches", [1, 2])
+def test_grouped_prm_batch_equals_the_unshared_rows(micro_batches):
+    examples, keys = _prm_examples()
+    prefix = _prm_prefix_lengths(examples, keys)
+    groups = np.array([[0, 1, 2], [5, 6, 7]])  # one group of db a, one of db b
+    prefix_slots, rest_slots = grouped_slots(examples, prefix, spare=1)
+    grouped = grouped_prm_batch(
+        examples, groups, prefix, prefix_slots=prefix_slots, rest_slots=rest_slots, num_steps=4, pad_id=0
+    )
+    rows = [examples[j] for j in groups.reshape(-1)]
+    flat = PRMBatch(
+        input_ids=pad_rows([e[0] for e in rows], 32, 0),
+        attention_mask=pad_rows([[1] * len(e[0]) for e in rows], 32, 0),
+        tag_positions=pad_rows([e[1] for e in rows], 4, 0),
+        labels=pad_rows([e[2] for e in rows], 4, 0),
+        step_mask=pad_rows([[1] * len(e[2]) for e in rows], 4, 0),
+    ).validate()
+    state = tiny_state(num_hidden_layers=2)
+    options = {"tag_token_ids": (3, 4), "pos_weight": 1.5}
+
+    def run(batch, m):
+        fn = jax.jit(
+            lambda p, b: loss_and_grads(
+                p, None, state.graphdef, b, loss_name="prm", loss_options=options, micro_batches=m
+            )
+        )
+        return fn(state.params, batch)
+
+    loss_f, g_f, m_f = run(flat, 1)
+    loss_g, g_g, m_g = run(grouped, micro_batches)
+    assert float(m_g["loss_denominator"]) == float(m_f["loss_denominator"]) == sum(len(e[2]) for e in rows)
+    np.testing.assert_allclose(float(loss_g), float(loss_f), atol=2e-6, rtol=1e-5)
+    np.testing.assert_allclose(float(m_g["accuracy"]), float(m_f["accuracy"]), atol=1e-6)
+    assert float(jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(g_f)))) > 1e-3
+    for a, b in zip(jax.tree.leaves(g_f), jax.tree.leaves(g_g)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=2e-6, rtol=1e-4)
+
+
+def test_grouped_prm_batch_needs_a_slot_after_the_last_tag_and_tags_after_the_prefix():
+    examples, keys = _prm_examples()
+    prefix = _prm_prefix_lengths(examples, keys)
+    groups = np.array([[0, 1]])
+    longest = max(len(examples[j][0]) - prefix[j] for j in (0, 1))
+    with pytest.raises(ValueError, match="leaves no slot after its last token"):
+        grouped_prm_batch(examples, groups, prefix, prefix_slots=16, rest_slots=longest, num_steps=4, pad_id=0)
+    past_a_tag = [examples[0][1][0] + 1] * len(prefix)  # a "prefix" that swallows row 0's first tag
+    with pytest.raises(ValueError, match="inside the shared prefix"):
+        grouped_prm_batch(examples, groups[:, :1], past_a_tag, prefix_slots=64, rest_slots=64, num_steps=4, pad_id=0)
