@@ -19,7 +19,7 @@ AGG_NORMALISATION = {
     "dapo": "token_mean",
     "token_mean": "token_mean",
 }
-AGG_MODES = ("grpo", "bnpo", "dr_grpo", "dapo", "token_mean")
+AGG_MODES = tuple(AGG_NORMALISATION)
 
 
 def agg_normalisation(options: dict, *, default: str) -> Normalisation:

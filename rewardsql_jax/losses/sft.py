@@ -6,10 +6,11 @@ import jax
 import jax.numpy as jnp
 
 from ..ops import first_argmax
+from .normalisation import Normalisation, reduce
 from .registry import register
 from .shapes import check_choice, check_rank, check_same_shape
 
-REDUCTIONS = ("token_mean", "sequence_mean")
+SFT_REDUCTIONS = ("token_mean", "sequence_mean")  # the normalisations (losses.REDUCTIONS) an SFT loss offers
 
 
 def token_nll(logits, targets):
@@ -48,7 +49,7 @@ def sft_from_logprobs(logprobs, correct, mask, *, reduction: str = "token_mean",
     ``[B, T]`` instead of the logits: what the train step calls when it computes both in one fused vocabulary
     op (``training.vocab_head``). Same reductions, weights and metrics as ``sft``."""
     check_same_shape("logprobs", logprobs, correct=correct, mask=mask)
-    check_choice("reduction", reduction, REDUCTIONS)
+    check_choice("reduction", reduction, SFT_REDUCTIONS)
     nll = -jnp.asarray(logprobs, jnp.float32)
     m = jnp.asarray(mask, jnp.float32)
     w_nll = nll
@@ -58,12 +59,7 @@ def sft_from_logprobs(logprobs, correct, mask, *, reduction: str = "token_mean",
                 f"weights must have shape [{nll.shape[0]}] (one per sequence), got {tuple(jnp.shape(weights))}."
             )
         w_nll = nll * jnp.asarray(weights, jnp.float32)[:, None]
-    if reduction == "token_mean":
-        loss = jnp.sum(w_nll * m) / jnp.maximum(jnp.sum(m), 1.0)
-    else:
-        per_seq = jnp.sum(w_nll * m, axis=-1) / jnp.maximum(jnp.sum(m, axis=-1), 1.0)
-        has_tokens = (jnp.sum(m, axis=-1) > 0).astype(jnp.float32)
-        loss = jnp.sum(per_seq * has_tokens) / jnp.maximum(jnp.sum(has_tokens), 1.0)
+    loss = reduce(w_nll, m, Normalisation(reduction))
     metrics = {
         "token_accuracy": jnp.sum(correct * m) / jnp.maximum(jnp.sum(m), 1.0),
         "num_tokens": jnp.sum(m),

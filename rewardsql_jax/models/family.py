@@ -38,6 +38,10 @@ class BlockOptions:
 
     o_proj_bias: bool
 
+    def has_o_proj_bias(self, cfg: ModelConfig) -> bool:
+        """Whether ``cfg``'s attention output projection carries a bias (the model and its key tables agree)."""
+        return cfg.attention_bias and self.o_proj_bias
+
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointNames:
@@ -73,7 +77,7 @@ def key_table(cfg: ModelConfig, names: CheckpointNames, block: BlockOptions) -> 
         "self_attn.q_proj": cfg.attention_bias,
         "self_attn.k_proj": cfg.attention_bias,
         "self_attn.v_proj": cfg.attention_bias,
-        "self_attn.o_proj": cfg.attention_bias and block.o_proj_bias,
+        "self_attn.o_proj": block.has_o_proj_bias(cfg),
         **dict.fromkeys(MLP_LINEARS, cfg.mlp_bias),
     }
     for i in range(cfg.num_hidden_layers):

@@ -288,7 +288,7 @@ class Attention(nnx.Module):
         self.q_proj = Linear(d, h * hd, bias=bias, axes=("embed", "q_heads"), cfg=cfg, rngs=rngs)
         self.k_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
         self.v_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
-        o_bias = bias and block.o_proj_bias
+        o_bias = block.has_o_proj_bias(cfg)
         self.o_proj = Linear(h * hd, d, bias=o_bias, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs)
         self.cfg = cfg
 

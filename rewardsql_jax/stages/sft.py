@@ -15,7 +15,13 @@ import numpy as np
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.batch import SFTBatch
-from rewardsql_jax.training.collate import batch_indices, bucket_length, encode_pair, sft_arrays
+from rewardsql_jax.training.collate import (
+    batch_indices,
+    bucket_length,
+    encode_pair,
+    sft_arrays,
+    target_token_bound,
+)
 from rewardsql_jax.training.fit import FitResult, fit
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.prefix_groups import (
@@ -54,7 +60,7 @@ def run_sft(ctx: RunContext) -> dict:
         min_lr_ratio=0.1,
     )
     # the loss covers the target only (~20% of a row): project just those positions onto the vocabulary
-    targets = -(-max(sum(e[1]) for e in encoded) // 16) * 16
+    targets = target_token_bound(e[1] for e in encoded)
     make_batch = _batches(encoded, keys, s, cfg.seed, pad_id(tok))
     tokens, t0 = [0], time.perf_counter()
 

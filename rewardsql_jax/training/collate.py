@@ -21,6 +21,12 @@ def bucket_length(n: int, multiple: int = 64) -> int:
     return max(multiple, -(-n // multiple) * multiple)
 
 
+def target_token_bound(loss_masks) -> int:
+    """The ``target_tokens`` bound of a run's supervised rows: the most loss tokens of any row, in 16s (one shape;
+    the vocabulary projection runs at those positions only)."""
+    return -(-max(sum(m) for m in loss_masks) // 16) * 16
+
+
 def encode_pair(tokenizer, prompt: str, target: str, *, add_eos: bool = True) -> tuple[list[int], list[int]]:
     """(ids, loss_mask): prompt tokens masked out, target tokens (+ EOS) in the loss."""
     p = tokenizer(prompt, add_special_tokens=False).input_ids

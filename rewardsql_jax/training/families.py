@@ -109,17 +109,9 @@ def _rl_target_logprobs(model, batch, opts, k):
     completion tokens. The other entries of the [B, T] result are 0 and masked out by the loss (``_grpo``
     replaces them by the old log-probs, so ratios there are 1 and finite)."""
     hidden = model.hidden_states(batch.input_ids, batch.attention_mask)[:, :-1]
-    targets = jnp.asarray(batch.input_ids)[:, 1:]
     mask = jnp.asarray(batch.completion_mask, jnp.float32)[:, 1:]
-    pos = jnp.argsort(-mask, axis=1, stable=True)[:, :k]
-    hidden = jnp.take_along_axis(hidden, pos[..., None], axis=1)
-    lp = hidden_logprobs(
-        model,
-        hidden,
-        jnp.take_along_axis(targets, pos, axis=1),
-        opts.get("temperature", 1.0),
-        opts.get("logprob_chunk_size"),
-    )
+    pos, hidden, targets, _ = _first_loss_positions(k, mask, hidden, jnp.asarray(batch.input_ids)[:, 1:])
+    lp = hidden_logprobs(model, hidden, targets, opts.get("temperature", 1.0), opts.get("logprob_chunk_size"))
     rows = jnp.arange(pos.shape[0])[:, None]
     out = jnp.zeros(mask.shape, lp.dtype).at[rows, pos].set(lp)
     return jnp.pad(out, ((0, 0), (1, 0)))
@@ -171,11 +163,16 @@ def _next_token_hidden(model, batch, own):
         targets, mask = batch.input_ids[:, 1:], jnp.asarray(batch.loss_mask, jnp.float32)[:, 1:]
     k = own.get("target_tokens")
     if k is not None and k < mask.shape[1]:
-        # each row's loss positions first, in order (a stable sort on -mask), then K of them
-        pos = jnp.argsort(-mask, axis=1, stable=True)[:, :k]
-        hidden = jnp.take_along_axis(hidden, pos[..., None], axis=1)
-        targets, mask = jnp.take_along_axis(targets, pos, axis=1), jnp.take_along_axis(mask, pos, axis=1)
+        _, hidden, targets, mask = _first_loss_positions(k, mask, hidden, targets)
     return hidden, targets, mask
+
+
+def _first_loss_positions(k: int, mask, hidden, targets):
+    """(positions [B, K], hidden [B, K, D], targets [B, K], mask [B, K]) at each row's first K loss positions, in
+    order: a stable sort on -mask puts a row's loss positions first."""
+    pos = jnp.argsort(-mask, axis=1, stable=True)[:, :k]
+    hidden = jnp.take_along_axis(hidden, pos[..., None], axis=1)
+    return pos, hidden, jnp.take_along_axis(targets, pos, axis=1), jnp.take_along_axis(mask, pos, axis=1)
 
 
 def _need_ref(ref_model, loss_name, field):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from rewardsql_jax.models import fresh_model
 from rewardsql_jax.stages.sft import sft_batches
 from rewardsql_jax.stages.sft import train_sft as stage_sft
+from rewardsql_jax.training.collate import target_token_bound
 from rewardsql_jax.training.optimizer import OptimizerConfig
 from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
@@ -94,7 +95,7 @@ def train_sft(
             log(f"  {desc} step {record['step']}: loss {record['loss']:.4f}")
 
     # the vocabulary projection at the supervised positions only (the SFT stage's bound: the longest target, in 16s)
-    target_tokens = -(-max(sum(s.mask) for s in samples) // 16) * 16
+    target_tokens = target_token_bound(s.mask for s in samples)
     result = stage_sft(
         model,
         lambda i: batches(i)[0],
