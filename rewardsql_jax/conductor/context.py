@@ -35,7 +35,7 @@ from .actions.state import Candidate, State
 from .data import add_value_typos, evaluation_split
 from .search.explore import SEARCH_ACTIONS
 from .search.reasoning import template_reasoning
-from .training.mesh import local_mesh
+from .training.mesh import trainer_mesh
 from .training.tokenizer import build_tokenizer, saved_tokenizer, stop_ids
 from .training.trajectory import policy_prompt
 
@@ -207,7 +207,7 @@ def setup(cfg, log) -> ConductorRun:
         externals=externals,
         tok=tok,
         pairs=pairs,
-        mesh=local_mesh(cfg.mesh),
+        mesh=trainer_mesh(cfg.mesh),
         scalars=ScalarLog(run_dir / "tensorboard"),
         greedy_actions=externals.handlers(greedy=True),
         sampled_actions=externals.handlers(greedy=False),

@@ -16,7 +16,7 @@ as stage functions run in order by ``run_stages``:
 Each stage writes ``run_dir/<stage>/metrics.json`` when it has finished and is skipped on a rerun, its outputs read
 back (models as HF directories, searches and curated workflows as pickles, evaluation records as JSONL): a killed
 run resumes at the stage it was in (``context.py``). The three trainers are ``training.fit`` runs on
-``local_mesh(cfg.mesh)`` with ``mesh.micro_batches``, checkpointing under ``run_dir/checkpoints/<trainer>/``: the
+``trainer_mesh(cfg.mesh)`` with ``mesh.micro_batches``, checkpointing under ``run_dir/checkpoints/<trainer>/``: the
 stage a run was killed in resumes its trainer from the newest checkpoint and, every step depending on
 ``(seed, step)`` alone, ends with the parameters of an uninterrupted run. Per-step training metrics also go to
 TensorBoard: ``tensorboard --logdir <run_dir>/tensorboard``.
@@ -46,7 +46,7 @@ from .search.explore import explore_question
 from .search.reasoning import CachedReasoner, augmented_reasoning
 from .training.grpo import curriculum, train_grpo
 from .training.rollout import EpisodeRecord, bind, initial_state, run_policy_episodes
-from .training.sft import SFTSample, new_model, train_sft
+from .training.sft import SFTSample, new_model, train_conductor_sft
 from .training.trajectory import results_mask
 
 
@@ -75,7 +75,7 @@ def action_model_stage(run: ConductorRun) -> list:
         action_model, curve = from_pretrained(out), run.metrics("action_model")["loss_curve"]
     else:
         t = time.perf_counter()
-        action_model, curve = train_sft(
+        action_model, curve = train_conductor_sft(
             new_model(cfg.action.shape, tok, cfg.seed),
             [SFTSample(*encode_pair(tok, p, t_)) for p, t_ in run.pairs],
             steps=cfg.action.steps,
@@ -162,7 +162,7 @@ def policy_sft_stage(run: ConductorRun, curated) -> None:
     samples = [SFTSample(*results_mask(tok, c.trajectory), weight=c.weight) for c in curated]
     policy, curve = new_model(p.shape, tok, cfg.seed + 1), []
     if samples:
-        policy, curve = train_sft(
+        policy, curve = train_conductor_sft(
             policy,
             samples,
             steps=p.sft_steps,

@@ -128,7 +128,7 @@ class BatchPlan:
         return batches
 
 
-def bucket_length(n: int, buckets: Sequence[int]) -> int:
+def smallest_bucket(n: int, buckets: Sequence[int]) -> int:
     """Smallest bucket >= n."""
     for b in buckets:
         if b >= n:
@@ -148,7 +148,7 @@ def _pad(rows: Sequence[Sequence[int]], width: int, pad_id: int, *, left: bool =
 def collate_sft(records, cfg: PipelineConfig, indices=None) -> SFTBatch:
     """prompt + target, right-padded to a bucket; loss_mask = 1 on the target tokens."""
     rows = [list(r["prompt_ids"]) + list(r["target_ids"]) for r in records]
-    ids, attn = _pad(rows, bucket_length(max(map(len, rows)), cfg.buckets), cfg.pad_id)
+    ids, attn = _pad(rows, smallest_bucket(max(map(len, rows)), cfg.buckets), cfg.pad_id)
     loss = np.zeros(ids.shape, np.float32)
     for i, r in enumerate(records):
         loss[i, len(r["prompt_ids"]) : len(rows[i])] = 1.0
@@ -159,7 +159,7 @@ def collate_preference(records, cfg: PipelineConfig, indices=None) -> Preference
     """Chosen and rejected completions of each prompt, both padded to one bucket covering the longer."""
     chosen = [list(r["prompt_ids"]) + list(r["chosen_ids"]) for r in records]
     rejected = [list(r["prompt_ids"]) + list(r["rejected_ids"]) for r in records]
-    width = bucket_length(max(map(len, chosen + rejected)), cfg.buckets)
+    width = smallest_bucket(max(map(len, chosen + rejected)), cfg.buckets)
     out = []
     for rows in (chosen, rejected):
         ids, attn = _pad(rows, width, cfg.pad_id)
@@ -173,7 +173,7 @@ def collate_preference(records, cfg: PipelineConfig, indices=None) -> Preference
 def collate_prm(records, cfg: PipelineConfig, indices=None, *, max_steps: int = 32) -> PRMBatch:
     """Token ids padded to a bucket; step tags padded to the next power of two (<= max_steps)."""
     rows = [list(r["input_ids"]) for r in records]
-    ids, attn = _pad(rows, bucket_length(max(map(len, rows)), cfg.buckets), cfg.pad_id)
+    ids, attn = _pad(rows, smallest_bucket(max(map(len, rows)), cfg.buckets), cfg.pad_id)
     steps = max(len(r["tag_positions"]) for r in records)
     s = min(max_steps, 1 << max(steps - 1, 0).bit_length())
     pos, labels, mask = (np.zeros((len(records), s), dt) for dt in (np.int32, np.float32, np.float32))
@@ -186,7 +186,7 @@ def collate_prm(records, cfg: PipelineConfig, indices=None, *, max_steps: int = 
 def collate_prompts(records, cfg: PipelineConfig, indices) -> PromptBatch:
     """Prompts left-padded to a bucket (generation appends on the right); ``index`` = record indices."""
     rows = [list(r["prompt_ids"]) for r in records]
-    ids, attn = _pad(rows, bucket_length(max(map(len, rows)), cfg.buckets), cfg.pad_id, left=True)
+    ids, attn = _pad(rows, smallest_bucket(max(map(len, rows)), cfg.buckets), cfg.pad_id, left=True)
     return PromptBatch(ids, attn, np.asarray(indices, np.int64))
 
 

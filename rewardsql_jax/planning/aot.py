@@ -24,7 +24,7 @@ from rewardsql_jax.models.config import ModelConfig, resolve_dtype
 from rewardsql_jax.models.registry import build_model
 from rewardsql_jax.models.sharding import activation_sharding, logical_to_spec, make_mesh, param_shardings
 from rewardsql_jax.sampling import sampler
-from rewardsql_jax.sampling.inputs import GEN_ROUND, bucket_length
+from rewardsql_jax.sampling.inputs import GEN_ROUND, prompt_width
 from rewardsql_jax.training.batch import GroupedRLBatch, RLBatch
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.sharding import batch_shardings, state_shardings
@@ -74,7 +74,7 @@ def compiled_stats(name: str, lowered) -> tuple[CompiledStats, Any]:
 
 def train_seq_len(prompt_len: int, response_len: int) -> int:
     """The padded row length of an RL train batch (as ``training.collate.rl_length``)."""
-    return bucket_length(prompt_len + response_len)
+    return prompt_width(prompt_len + response_len)
 
 
 def analytic_kv_cache_bytes(
@@ -194,7 +194,7 @@ def _sampler_stats(cfg, mesh, *, rows, prompt_len, response_len, samples):
     model = nnx.eval_shape(lambda: build_model(cfg))
     graphdef, state = nnx.split(model)
     state = abstract_like(state, param_shardings(state, mesh))
-    width, capacity = bucket_length(prompt_len), -(-response_len // GEN_ROUND) * GEN_ROUND
+    width, capacity = prompt_width(prompt_len), -(-response_len // GEN_ROUND) * GEN_ROUND
     opts = sampler.SamplerOptions(
         greedy=False,
         top_k=0,

@@ -1,14 +1,14 @@
 """Per-device memory of the models the sampling / scoring phases hold, counted without compiling.
 
 The sampling stages (PRM labels, inference) and the RL stage's PRM scorer load their models sharded over each
-process's local devices (an fsdp-style mesh of all of the host's devices, ``local_mesh``), by the same logical-axis
+process's local devices (an fsdp-style mesh of all of the host's devices, ``host_sampling_mesh``), by the same logical-axis
 rules as training; their batch rows are spread over those devices. What one device holds:
 
 * weights: the shard shapes of the abstract parameters under the rules table (``weight_bytes``; exact, nothing
   compiled), in the dtype the stages load them in.
 * the sampler's KV cache (``sampler_cache_bytes``), in the compute dtype, ``2 (K, V) x layers x kv_heads x
   head_dim x itemsize`` bytes per cached token:
-    prompt cache     ``ceil(prompts / shards)`` prompt rows of ``bucket_length(prompt_len)`` slots (each prompt once);
+    prompt cache     ``ceil(prompts / shards)`` prompt rows of ``prompt_width(prompt_len)`` slots (each prompt once);
     generated cache  ``ceil(prompts / shards) x samples`` rows of ``gen_capacity`` slots (``new_tokens`` rounded up
                      to 16): the sampler lays it out over the rows (``SamplerOptions.mesh``) from the prefill on,
                      and the decode loop takes it donated, so one copy.
@@ -26,7 +26,7 @@ from flax import nnx
 from rewardsql_jax.models.config import ModelConfig, resolve_dtype
 from rewardsql_jax.models.registry import build_model
 from rewardsql_jax.models.sharding import make_mesh, param_shardings
-from rewardsql_jax.sampling.inputs import GEN_ROUND, bucket_length
+from rewardsql_jax.sampling.inputs import GEN_ROUND, prompt_width
 
 from .aot import shard_bytes
 from .devices import planning_devices
@@ -34,7 +34,7 @@ from .devices import planning_devices
 QUERY_CHUNK, MAX_QUERY_CHUNKS = 128, 8  # models.transformer.causal_attention_in_query_chunks defaults
 
 
-def local_mesh(local_devices: int, devices=None):
+def host_sampling_mesh(local_devices: int, devices=None):
     """The fsdp-style mesh of one host's devices (data=1 x fsdp=all x tensor=1) sampling-stage models use."""
     return make_mesh(1, local_devices, 1, devices=planning_devices(local_devices, devices))
 
@@ -67,7 +67,7 @@ def bytes_per_cached_token(cfg: ModelConfig) -> int:
 def sampler_cache_bytes(cfg: ModelConfig, mesh, *, prompts: int, samples: int, prompt_len: int, new_tokens: int) -> int:
     """Per-device KV cache of one sampler call of ``prompts`` prompts x ``samples`` samples (module docstring)."""
     prompt_rows = _per_device_rows(prompts, mesh)  # the prompts padded to a multiple of the shards, split
-    prompt_slots = prompt_rows * bucket_length(prompt_len)
+    prompt_slots = prompt_rows * prompt_width(prompt_len)
     generated = prompt_rows * samples * gen_capacity(new_tokens)
     return bytes_per_cached_token(cfg) * (prompt_slots + generated)
 

@@ -18,7 +18,7 @@ PREFIX_ROUND = 32  # a shared prompt prefix is cut down to a multiple of this (f
 SUFFIX_ROUND = 32  # what follows a shared prefix is padded up to a multiple of this
 
 
-def bucket_length(n: int) -> int:
+def prompt_width(n: int) -> int:
     """Padded prompt length for a longest prompt of ``n`` tokens: the next power of two (at least
     16) up to 512, then the next multiple of 512. Few distinct shapes -> few recompiles."""
     if n <= 512:
@@ -153,7 +153,7 @@ def pad_prompts(
             prefix=prefix,
         )
     if max_cache_len is None:
-        width = bucket_length(longest)
+        width = prompt_width(longest)
         capacity = -(-max_new_tokens // GEN_ROUND) * GEN_ROUND
     else:
         if longest + max_new_tokens > max_cache_len:
@@ -161,7 +161,7 @@ def pad_prompts(
                 f"longest prompt ({longest} tokens) + max_new_tokens ({max_new_tokens}) does not fit in "
                 f"max_cache_len={max_cache_len}; raise max_cache_len or shorten the prompt / max_new_tokens"
             )
-        width = min(bucket_length(longest), max_cache_len - max_new_tokens)
+        width = min(prompt_width(longest), max_cache_len - max_new_tokens)
         capacity = max_cache_len - width
     ids, mask = _left_pad(prompts, width, pad_id)
     lengths = np.array([len(p) for p in prompts], dtype=np.int32)

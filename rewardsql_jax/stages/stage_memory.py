@@ -27,15 +27,15 @@ from rewardsql_jax.planning import model_config_of, planning_mesh
 from rewardsql_jax.planning.result import GB, Held, StageMemory
 from rewardsql_jax.planning.sampling_memory import (
     forward_activation_bytes,
+    host_sampling_mesh,
     loaded_config,
-    local_mesh,
     sampler_cache_bytes,
     weight_bytes,
 )
 from rewardsql_jax.rewards.prm_scoring import SCORER_BATCH, SCORER_LENGTH_MULTIPLE
 from rewardsql_jax.rl import get_algorithm
 from rewardsql_jax.rl.rollouts import sampler_prompts
-from rewardsql_jax.sampling.inputs import bucket_length
+from rewardsql_jax.sampling.inputs import prompt_width
 
 from .inference import CHUNK
 from .prm_labels import PROMPTS_PER_CALL
@@ -58,7 +58,7 @@ class _Counter:
         self.config, self.devices = config, devices
         self.train_cfg = model_config_of(config)  # fp32 master weights, compute model.dtype
         self.loaded_cfg = loaded_config(self.train_cfg, config.model.dtype)
-        self.local = local_mesh(local_devices, None if isinstance(devices, int) else devices)
+        self.local = host_sampling_mesh(local_devices, None if isinstance(devices, int) else devices)
         self.local_devices = local_devices
         self.weights = weight_bytes(self.loaded_cfg, self.local)
         self.where = f"local mesh of {local_devices} device(s)"
@@ -68,7 +68,7 @@ class _Counter:
         cache = sampler_cache_bytes(
             cfg, mesh, prompts=prompts, samples=samples, prompt_len=prompt_len, new_tokens=new_tokens
         )
-        act = forward_activation_bytes(cfg, rows=prompts, seq=bucket_length(prompt_len), logits_rows=prompts * samples)
+        act = forward_activation_bytes(cfg, rows=prompts, seq=prompt_width(prompt_len), logits_rows=prompts * samples)
         return (
             Held(f"KV cache ({prompts} prompts x {samples} samples, {prompt_len}+{new_tokens} tokens)", cache),
             Held("prefill activations", act),

@@ -18,7 +18,7 @@ from rewardsql_jax.models.registry import build_model  # noqa: E402
 from rewardsql_jax.models.sharding import activation_sharding, shard_model  # noqa: E402
 from rewardsql_jax.planning.sampling_memory import (  # noqa: E402
     forward_activation_bytes,
-    local_mesh,
+    host_sampling_mesh,
     sampler_cache_bytes,
     weight_bytes,
 )
@@ -124,7 +124,7 @@ cfg = ModelConfig(
     dtype="bfloat16",
     param_dtype="bfloat16",
 )
-mesh = local_mesh(8)
+mesh = host_sampling_mesh(8)
 model = shard_model(build_model(cfg), mesh)
 graphdef, state = nnx.split(model)
 PROMPTS, SAMPLES, PROMPT_LEN, NEW = 6, 4, 40, 20  # 6 prompts pad to 8 rows; 40 -> 64 slots; 20 -> 32 slots

@@ -23,7 +23,7 @@ def measured():
     return json.loads(line[len("SAMPLING_JSON ") :])
 
 
-def test_weights_are_the_real_shards_on_the_local_mesh(measured):
+def test_weights_are_the_real_shards_on_the_host_sampling_mesh(measured):
     assert measured["weights"] == measured["weights_real"]
     assert measured["weights"] < measured["full_weights"] / 4  # fsdp over 8 devices really shards
 

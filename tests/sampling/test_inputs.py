@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from rewardsql_jax.sampling.inputs import (
-    bucket_length,
     check_options,
     normalize_eos,
     pad_id,
     pad_prompts,
+    prompt_width,
     shared_prefix_length,
 )
 
@@ -24,7 +24,7 @@ def _pad(prompts, **kw):
 
 
 def test_bucket_length():
-    assert [bucket_length(n) for n in (1, 16, 17, 100, 128, 129, 512, 513, 1500)] == [
+    assert [prompt_width(n) for n in (1, 16, 17, 100, 128, 129, 512, 513, 1500)] == [
         16,
         16,
         32,

@@ -8,7 +8,7 @@ import jax
 import pytest
 
 from rewardsql_jax.planning.from_run import model_config_of
-from rewardsql_jax.planning.sampling_memory import loaded_config, local_mesh, sampler_cache_bytes, weight_bytes
+from rewardsql_jax.planning.sampling_memory import host_sampling_mesh, loaded_config, sampler_cache_bytes, weight_bytes
 from rewardsql_jax.stages import memory_check, runner, stage_memory
 from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig, SFTConfig
 
@@ -30,7 +30,7 @@ def _rows(cfg, stages):
 
 
 def _scorer_bytes(cfg):
-    return weight_bytes(loaded_config(model_config_of(cfg), cfg.model.dtype), local_mesh(1, jax.devices()[:1]))
+    return weight_bytes(loaded_config(model_config_of(cfg), cfg.model.dtype), host_sampling_mesh(1, jax.devices()[:1]))
 
 
 def test_the_rl_row_holds_the_prm_scorer_only_when_the_algorithm_uses_it(tmp_path):
@@ -50,7 +50,7 @@ def test_inference_holds_policy_prm_and_the_best_of_n_cache(tmp_path):
     cfg = dataclasses.replace(TINY, run_dir=str(tmp_path))
     row = _rows(cfg, ("inference",))["inference"]
     w = _scorer_bytes(cfg)
-    mesh = local_mesh(1, jax.devices()[:1])
+    mesh = host_sampling_mesh(1, jax.devices()[:1])
     inf = cfg.inference
     cache = sampler_cache_bytes(
         loaded_config(model_config_of(cfg), cfg.model.dtype),

@@ -12,7 +12,7 @@ import jax
 from rewardsql_jax.models.sharding import make_mesh
 
 
-def local_mesh(mesh_cfg):
+def trainer_mesh(mesh_cfg):
     """The mesh of ``mesh_cfg`` over this process's devices, or None (one device, or every axis 1)."""
     devices = jax.local_devices()
     if len(devices) == 1 or (mesh_cfg.data, mesh_cfg.fsdp, mesh_cfg.tensor) == (1, 1, 1):

@@ -36,7 +36,7 @@ def new_model(shape, tokenizer, seed: int):
     return fresh_model(shape, len(tokenizer), tokenizer.eos_token_id, seed)
 
 
-def train_sft(
+def train_conductor_sft(
     model,
     samples,
     *,

@@ -14,8 +14,8 @@ import numpy as np
 from flax import nnx
 
 from rewardsql_jax.conductor.actions.lm import ModelServer
-from rewardsql_jax.conductor.training.mesh import local_mesh
-from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
+from rewardsql_jax.conductor.training.mesh import trainer_mesh
+from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_conductor_sft
 from rewardsql_jax.conductor.training.tokenizer import build_tokenizer, stop_ids
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection
 from rewardsql_jax.training.collate import encode_pair
@@ -35,10 +35,10 @@ def main() -> int:
         SFTSample(*encode_pair(tok, f"question: q{i}?\n", "<reasoning>x</reasoning><call>generate_sql()</call>"))
         for i in range(4)
     ]
-    mesh = local_mesh(MeshConfig(fsdp=-1))
+    mesh = trainer_mesh(MeshConfig(fsdp=-1))
 
     def sft(mesh, micro_batches=1):
-        return train_sft(
+        return train_conductor_sft(
             new_model(SHAPE, tok, 0),
             samples,
             steps=3,

@@ -33,7 +33,7 @@ from rewardsql_jax.conductor.config import ConductorRLConfig
 from rewardsql_jax.conductor.rewards import RewardConfig
 from rewardsql_jax.conductor.training import grpo
 from rewardsql_jax.conductor.training.rollout import initial_state, run_policy_episodes
-from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
+from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_conductor_sft
 from rewardsql_jax.conductor.training.tokenizer import stop_ids
 from rewardsql_jax.conductor.training.trajectory import results_mask
 from rewardsql_jax.data.examples import Example
@@ -129,7 +129,7 @@ def task(tokenizer, tmp_path_factory):
             state = run_workflow(initial_state(ex, env), workflow)  # empty <reasoning>: the calls are what is learnt
             assert state.final_sql == ex.gold_sql if workflow == RIGHT else state.final_sql != ex.gold_sql
             samples.append(SFTSample(*map(tuple, results_mask(tokenizer, state))))
-    policy, _ = train_sft(
+    policy, _ = train_conductor_sft(
         new_model(SHAPE, tokenizer, SEED),
         samples,
         steps=200,

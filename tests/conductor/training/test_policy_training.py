@@ -14,7 +14,7 @@ from rewardsql_jax.conductor.search.curation import curate_question
 from rewardsql_jax.conductor.search.explore import ExploreConfig, explore_question
 from rewardsql_jax.conductor.training.grpo import curriculum, episode_batch, train_grpo
 from rewardsql_jax.conductor.training.rollout import policy_episode
-from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
+from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_conductor_sft
 from rewardsql_jax.conductor.training.tokenizer import stop_ids
 from rewardsql_jax.conductor.training.trajectory import flatten, results_mask
 from rewardsql_jax.data.examples import Example
@@ -60,7 +60,7 @@ def test_weighted_sft_then_policy_reproduces_stable_workflow_and_grpo_runs(token
     curated = curate_question(0, search.scores, search.representatives, k=3, alpha=2)
     assert curated and abs(sum(c.weight for c in curated) - 1) < 1e-9
     samples = [SFTSample(*map(tuple, results_mask(tokenizer, c.trajectory)), weight=c.weight) for c in curated]
-    policy, curve = train_sft(
+    policy, curve = train_conductor_sft(
         new_model(SHAPE, tokenizer, 0),
         samples,
         steps=80,

@@ -12,7 +12,7 @@ from rewardsql_jax.conductor.config import ConductorRLConfig, ConductorRunConfig
 from rewardsql_jax.conductor.rewards import RewardConfig
 from rewardsql_jax.conductor.training.grpo import train_grpo
 from rewardsql_jax.conductor.training.rollout import EpisodeRecord
-from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_sft
+from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_conductor_sft
 from rewardsql_jax.data.examples import Example
 from rewardsql_jax.rewards import group_advantages
 from rewardsql_jax.rl import get_algorithm
@@ -54,7 +54,7 @@ def _sft(tok, **kw):
     opts = dict(
         steps=6, batch_size=2, lr=1e-2, pad_id=tok.pad_token_id, seed=3, warmup_steps=2, reduction="sequence_mean"
     )
-    return train_sft(new_model(SHAPE, tok, 0), _samples(tok), **{**opts, **kw})
+    return train_conductor_sft(new_model(SHAPE, tok, 0), _samples(tok), **{**opts, **kw})
 
 
 def test_sft_stopped_after_k_steps_resumes_to_the_uninterrupted_params(tokenizer, tmp_path):
