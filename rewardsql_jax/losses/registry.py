@@ -76,6 +76,12 @@ class LossSpec:
             return set(self.needs(options))
         return {name for name in OPTIONAL_INPUTS if name in self.arguments}
 
+    @property
+    def reads(self) -> str:
+        """The batch field a policy-gradient loss takes its learning signal from: ``token_rewards`` when the
+        function takes per-token rewards (and turns them into returns itself, REINFORCE++), else ``advantages``."""
+        return "token_rewards" if self.takes("token_rewards") else "advantages"
+
     def takes(self, argument: str) -> bool:
         """Whether the function has a parameter named ``argument``."""
         return argument in self.arguments

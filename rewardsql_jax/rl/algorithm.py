@@ -85,11 +85,12 @@ class OnlineAlgorithm(RLAlgorithm):
     def validate(self, config) -> None:
         super().validate(config)
         rl, m = config.rl, config.mesh.micro_batches
-        if (policy_loss(rl, self)[0] == "reinforce_pp") != (self.batch_field == "token_rewards"):
+        loss = policy_loss(rl, self)[0]
+        if losses.spec(loss).reads != self.batch_field:
             raise ValueError(
-                f"rl.algorithm={self.name!r} fills {self.batch_field} but the reinforce_pp loss reads "
-                f"token_rewards and the other policy-gradient losses advantages; pick a matching "
-                f"rl.loss (or rl.loss='' for the algorithm's own)"
+                f"rl.algorithm={self.name!r} fills {self.batch_field} but the {loss} loss reads "
+                f"{losses.spec(loss).reads}; pick a loss that reads {self.batch_field} "
+                f"(or rl.loss='' for the algorithm's own)"
             )
         if rl.temperature <= 0:
             raise ValueError(

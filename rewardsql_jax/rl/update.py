@@ -13,17 +13,27 @@ from rewardsql_jax.training.collate import grouped_rl_batch, rl_batch
 @dataclasses.dataclass(frozen=True)
 class Update:
     """Per-sequence ``advantages`` [B] or per-token ``token_values`` (one [T_i] array per row, aligned with its
-    completion tokens) for the batch field ``field``, and the per-completion reward the stage logs."""
+    completion tokens) for the batch field the algorithm fills (``OnlineAlgorithm.batch_field``), and the
+    per-completion reward the stage logs."""
 
     rewards: np.ndarray
     advantages: np.ndarray | None = None
     token_values: list | None = None
-    field: str = "advantages"
 
 
-def train_batch(rollouts, update: Update, *, group_size: int, length: int, pad_id: int, completion_length: int | None):
+def train_batch(
+    rollouts,
+    update: Update,
+    *,
+    field: str,
+    group_size: int,
+    length: int,
+    pad_id: int,
+    completion_length: int | None,
+):
     """``GroupedRLBatch`` (each prompt once, left-padded to ``length - completion_length``) when
-    ``completion_length`` is given, else ``RLBatch`` rows of ``length``; old log-probs are the sampler's."""
+    ``completion_length`` is given, else ``RLBatch`` rows of ``length``; old log-probs are the sampler's; the
+    update's values fill ``field`` (advantages | token_rewards)."""
     ro = rollouts
     if completion_length is None:
         return rl_batch(
@@ -34,7 +44,7 @@ def train_batch(rollouts, update: Update, *, group_size: int, length: int, pad_i
             pad_id=pad_id,
             advantages=update.advantages,
             token_values=update.token_values,
-            field=update.field,
+            field=field,
         )
     return grouped_rl_batch(
         ro.prompt_ids[::group_size],
@@ -46,7 +56,7 @@ def train_batch(rollouts, update: Update, *, group_size: int, length: int, pad_i
         pad_id=pad_id,
         advantages=update.advantages,
         token_values=update.token_values,
-        field=update.field,
+        field=field,
     )
 
 

@@ -61,6 +61,7 @@ class PromptSource:
     sampler: RolloutSampler
     scorer: PRMScorer | None
     pad_id: int
+    field: str  # the batch field the algorithm's update fills (OnlineAlgorithm.batch_field)
 
     @property
     def completion_length(self) -> int | None:
@@ -94,6 +95,7 @@ class PromptSource:
         return rl_update.train_batch(
             ro,
             upd,
+            field=self.field,
             group_size=self.rl.samples_per_prompt,
             length=self.data.length,
             pad_id=self.pad_id,
@@ -247,7 +249,13 @@ def run_online(ctx: RunContext) -> dict:
     )
     data = rl_data(ctx)
     source = PromptSource(
-        rl=rl, seed=cfg.seed, data=data, sampler=sampler, scorer=prm_scorer_if_needed(ctx), pad_id=pad_id(tok)
+        rl=rl,
+        seed=cfg.seed,
+        data=data,
+        sampler=sampler,
+        scorer=prm_scorer_if_needed(ctx),
+        pad_id=pad_id(tok),
+        field=algo.batch_field,
     )
     inputs = RLInputs(rl=rl, algorithm=algo, source=source, step_fn=step_fn)
     try:

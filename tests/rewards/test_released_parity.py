@@ -409,7 +409,7 @@ def test_rl_config_and_step_rewards_pass_rm_coef(tok):
     )
     rl = RLConfig(algorithm="grpo", algorithm_options=released, samples_per_prompt=2)
     upd = get_algorithm("grpo").update(ro, FixedPRM().score(None, texts), rl)
-    batch = train_batch(ro, upd, group_size=2, length=96, pad_id=0, completion_length=None)
+    batch = train_batch(ro, upd, field="advantages", group_size=2, length=96, pad_id=0, completion_length=None)
     exp = process_token_advantages(comps, [[0.8, 0.3], [0.8]], [1.0, 0.0], 2, variant="released", rm_coef=0.0)
     for row, e in enumerate(exp):
         np.testing.assert_allclose(batch.advantages[row, 2 : 2 + len(e)], e, rtol=1e-6)

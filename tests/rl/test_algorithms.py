@@ -1,11 +1,13 @@
 """Each registered online algorithm on hand-made rollouts: which reward feeds which batch field; the registry,
 loss resolution and the algorithms' config checks."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from rewardsql_jax import losses
 from rewardsql_jax.rewards.rollout_rewards import Outcomes, decode_with_offsets, process_token_advantages
 from rewardsql_jax.rl import Rollouts, get_algorithm, policy_loss, train_batch
 from rewardsql_jax.sql.clause_rewards import ClauseRewards
@@ -53,7 +55,13 @@ class StepRewards:
         update = algo.update(ro, self.step_scores, rl)
         self.rewards = update.rewards
         self.batch = train_batch(
-            ro, update, group_size=group_size, length=length, pad_id=pad_id, completion_length=completion_length
+            ro,
+            update,
+            field=algo.batch_field,
+            group_size=group_size,
+            length=length,
+            pad_id=pad_id,
+            completion_length=completion_length,
         )
 
 
@@ -184,6 +192,7 @@ def test_unknown_names_list_the_registered_ones(kw, match):
     [
         (dict(algorithm="grpo_outcome", loss="dpo"), {}, "rl.loss='dpo' is a preference loss"),
         (dict(algorithm="reinforce_pp", loss="grpo"), {}, "only its own loss"),
+        (dict(algorithm="grpo_outcome", loss="reinforce_pp"), {}, "fills advantages but the reinforce_pp loss reads"),
         (dict(algorithm="reinforce_pp", entropy_coef=0.001), {}, "no entropy bonus"),
         (dict(algorithm="grpo", samples_per_prompt=1), {}, "samples_per_prompt >= 2"),
         (dict(temperature=0.0), {}, "temperature > 0"),
@@ -219,6 +228,18 @@ def test_shared_prefix_batch_holds_the_same_values_completion_aligned(tok, algor
         want = f_values[row] if f_values.ndim == 1 else f_values[row, 2 : 2 + n]
         got = g_values[0, row] if g_values.ndim == 2 else g_values[0, row, :n]
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_policy_gradient_loss_declares_the_batch_field_it_reads():
+    assert [losses.spec(n).reads for n in ("grpo", "reinforce_pp")] == ["advantages", "token_rewards"]
+
+    def my_returns_loss(logprobs, old_logprobs, token_rewards, mask):  # a plugin's REINFORCE-style loss
+        return jnp.sum(token_rewards * mask), {}
+
+    losses.register("my_returns_test_loss", family="policy_gradient", reduction="custom", override=True)(
+        my_returns_loss
+    )
+    assert losses.spec("my_returns_test_loss").reads == "token_rewards"
 
 
 def test_an_algorithm_without_update_cannot_be_registered():

@@ -98,10 +98,8 @@ def _flip_online(monkeypatch):
 
     def flipped(ro, upd, **kw):
         if upd.advantages is not None:
-            return build(ro, Update(upd.rewards, advantages=-np.asarray(upd.advantages), field=upd.field), **kw)
-        return build(
-            ro, Update(upd.rewards, token_values=[-np.asarray(v) for v in upd.token_values], field=upd.field), **kw
-        )
+            return build(ro, Update(upd.rewards, advantages=-np.asarray(upd.advantages)), **kw)
+        return build(ro, Update(upd.rewards, token_values=[-np.asarray(v) for v in upd.token_values]), **kw)
 
     monkeypatch.setattr(rl_update, "train_batch", flipped)
 

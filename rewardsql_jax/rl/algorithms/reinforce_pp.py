@@ -43,4 +43,4 @@ class ReinforcePP(OnlineAlgorithm):
             for c, cl, ok in zip(rollouts.completions, rollouts.clauses, rollouts.outcomes.gold_ok)
         ]
         per_seq = np.asarray([v.mean() if len(v) else 0.0 for v in values], np.float32)
-        return Update(rewards=per_seq, token_values=values, field="token_rewards")
+        return Update(rewards=per_seq, token_values=values)
