@@ -147,7 +147,7 @@ def test_the_registered_curriculum_grpo_algorithm():
     update = algorithm.update([_record(r) for r in rewards], None, cfg)
     np.testing.assert_array_equal(update.rewards, np.asarray(rewards, np.float32))
     np.testing.assert_allclose(update.advantages, np.asarray(group_advantages(np.asarray(rewards), 3)), atol=1e-7)
-    assert np.all(update.advantages[3:] == 0) and update.field == "advantages"
+    assert np.all(update.advantages[3:] == 0) and algorithm.batch_field == "advantages"
 
     algorithm.validate(ConductorRunConfig())
     with pytest.raises(ValueError, match="trains SQLConductor"):
