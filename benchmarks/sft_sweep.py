@@ -75,14 +75,24 @@ def main(argv=None) -> None:
         "| executable samples | headroom met |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    sweep(
+        args.points,
+        lambda name: row(name, POINTS[name], run_point(name, POINTS[name], args.out, args.seed, args.max_eval)),
+        header,
+        args.out,
+    )
+
+
+def sweep(points, point_row, header: list[str], out: Path) -> None:
+    """Run the ``points`` in sequence (``point_row(name)`` runs one and returns its markdown row), printing each
+    row as it lands, then the table under ``header``, also written to ``<out>/sweep.md``."""
     rows = []
-    for name in args.points:
-        run_dir = run_point(name, POINTS[name], args.out, args.seed, args.max_eval)
-        rows.append(row(name, POINTS[name], run_dir))
+    for name in points:
+        rows.append(point_row(name))
         print(rows[-1], flush=True)
     table = "\n".join(header + rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "sweep.md").write_text(table + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.md").write_text(table + "\n")
     print(table)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from rewardsql_jax import losses
 from rewardsql_jax.models.config import ModelConfig, resolve_dtype
 from rewardsql_jax.models.registry import build_model
 from rewardsql_jax.models.sharding import activation_sharding, logical_to_spec, make_mesh, param_shardings
@@ -34,7 +35,19 @@ from rewardsql_jax.training.step import make_train_step
 from .devices import planning_devices
 from .result import CompiledStats, Plan
 
+# the options plan_memory gives its default loss when none are passed (Reward-SQL Sec. 5.3's GRPO)
 GRPO_OPTIONS = {"clip_eps": 0.2, "beta": 0.001, "kl": "k3", "temperature": 1.0}
+
+
+def rl_batch_field(loss: str) -> str:
+    """The train-batch field an online RL step of ``loss`` fills (its ``LossSpec.reads``); a loss of another
+    family than policy_gradient has no online RL step and raises ValueError naming the ones that do."""
+    if losses.family(loss) != "policy_gradient":
+        raise ValueError(
+            f"loss={loss!r} is a {losses.family(loss)} loss; the RL plan compiles an online policy-gradient step: "
+            f"pick one of {losses.names('policy_gradient')}"
+        )
+    return losses.spec(loss).reads
 
 
 def shard_bytes(tree, shardings) -> int:
@@ -124,50 +137,34 @@ def analytic_train_flops(
     return six, six + (2.0 * n * tokens if reference else 0.0) + attention
 
 
-_FIELDS = dict(
-    input_ids=np.dtype(np.int32),
-    attention_mask=np.dtype(np.int32),
-    completion_mask=np.dtype(np.int32),
-    old_logprobs=np.dtype(np.float32),
-    advantages=np.dtype(np.float32),
-)
-
-
-_GROUPED_FIELDS = dict(
-    prompt_ids=(np.int32, False),
-    prompt_mask=(np.int32, False),
-    completion_ids=(np.int32, True),
-    completion_mask=(np.int32, True),
-    old_logprobs=(np.float32, True),
-    advantages=(np.float32, True),
-)
-
-
-def _batch_arrays(make, rows, seq, group, response):
-    """A GRPO train batch whose leaves are ``make(shape, dtype)``: ``RLBatch`` rows of ``seq`` tokens
-    (``group`` = 1) or a ``GroupedRLBatch`` of ``rows / group`` prompts of ``seq - response`` tokens."""
+def _batch_arrays(make, rows, seq, group, response, field="advantages"):
+    """An online RL train batch (``field``: the loss's learning signal) whose leaves are ``make(shape, dtype)``:
+    ``RLBatch`` rows of ``seq`` tokens (``group`` = 1) or a ``GroupedRLBatch`` of ``rows / group`` prompts of
+    ``seq - response`` tokens."""
+    per_token = dict(completion_mask=np.int32, old_logprobs=np.float32, **{field: np.float32})
     if group == 1:
-        return RLBatch(**{k: make((rows, seq), d) for k, d in _FIELDS.items()})
-    prompts = rows // group
+        flat = dict(input_ids=np.int32, attention_mask=np.int32, **per_token)
+        return RLBatch(**{k: make((rows, seq), np.dtype(d)) for k, d in flat.items()})
+    prompts, prompt_len = rows // group, seq - response
     return GroupedRLBatch(
-        **{
-            k: make((prompts, group, response) if per_sample else (prompts, seq - response), np.dtype(d))
-            for k, (d, per_sample) in _GROUPED_FIELDS.items()
-        }
+        prompt_ids=make((prompts, prompt_len), np.dtype(np.int32)),
+        prompt_mask=make((prompts, prompt_len), np.dtype(np.int32)),
+        completion_ids=make((prompts, group, response), np.dtype(np.int32)),
+        **{k: make((prompts, group, response), np.dtype(d)) for k, d in per_token.items()},
     )
 
 
-def _rl_batch(rows: int, seq: int, mesh, group: int = 1, response: int = 0):
-    """Abstract GRPO batch (per-token advantages, sampler log-probs; reference log-probs from the state)."""
-    batch = _batch_arrays(jax.ShapeDtypeStruct, rows, seq, group, response)
+def _rl_batch(rows: int, seq: int, mesh, group: int = 1, response: int = 0, field: str = "advantages"):
+    """Abstract online RL batch (the loss's ``field``, sampler log-probs; reference log-probs from the state)."""
+    batch = _batch_arrays(jax.ShapeDtypeStruct, rows, seq, group, response, field)
     return abstract_like(batch, batch_shardings(batch, mesh))
 
 
-def _lower_step(step, state, shardings, *, rows, seq, mesh, group, response):
+def _lower_step(step, state, shardings, *, rows, seq, mesh, group, response, field):
     """``step`` lowered for abstract inputs as the run calls it: a batch whose micro-batches do not split over the
     data x fsdp devices runs padded with masked rows (``training.padding``), so it is lowered padded too."""
     real = rows // group
-    batch = _rl_batch(step.padded_rows(real) * group, seq, mesh, group, response)
+    batch = _rl_batch(step.padded_rows(real) * group, seq, mesh, group, response, field)
     return step._build(state, batch, real).lower(abstract_like(state, shardings), batch)
 
 
@@ -181,8 +178,12 @@ def _train_stats(
         state.graphdef, loss, loss_options, mesh=mesh, micro_batches=micro_batches, compute_dtype=compute_dtype
     )
     # Zero-stride views: real numpy arrays for the step's shape checks, no memory behind them.
-    step.validate(_batch_arrays(lambda shape, d: np.broadcast_to(np.ones((), d), shape), rows, seq, group, response))
-    lowered = _lower_step(step, state, shardings, rows=rows, seq=seq, mesh=mesh, group=group, response=response)
+    field = rl_batch_field(loss)
+    ones = _batch_arrays(lambda shape, d: np.broadcast_to(np.ones((), d), shape), rows, seq, group, response, field)
+    step.validate(ones)
+    lowered = _lower_step(
+        step, state, shardings, rows=rows, seq=seq, mesh=mesh, group=group, response=response, field=field
+    )
     stats, _ = compiled_stats("train step", lowered)
     params = shard_bytes(state.params, shardings.params)
     ref = shard_bytes(state.ref_params, shardings.ref_params) if reference else 0
@@ -291,8 +292,9 @@ def lowered_train_flops(
     tx = make_optimizer(optimizer)
     state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=reference))
     step = make_train_step(state.graphdef, loss, loss_options, mesh=mesh, micro_batches=1, compute_dtype=compute_dtype)
+    shardings, field = state_shardings(state, mesh), rl_batch_field(loss)
     lowered = _lower_step(
-        step, state, state_shardings(state, mesh), rows=rows, seq=seq, mesh=mesh, group=group, response=response
+        step, state, shardings, rows=rows, seq=seq, mesh=mesh, group=group, response=response, field=field
     )
     cost = lowered.cost_analysis()
     if isinstance(cost, (list, tuple)):
@@ -339,7 +341,11 @@ def plan_memory(
     name: str | None = None,
     shared_prefix: bool = True,
 ) -> Plan:
-    """Compile the RL step of ``model_config`` for abstract inputs on a ``(data, fsdp, tensor)`` mesh.
+    """Compile the online RL step of ``model_config`` for abstract inputs on a ``(data, fsdp, tensor)`` mesh.
+
+    ``loss``: any registered policy-gradient loss; the batch carries the field the loss reads (``LossSpec.reads``:
+    advantages or token rewards) and the step runs with ``loss_options`` (default ``GRPO_OPTIONS``, Reward-SQL's
+    GRPO). A loss of another family raises ValueError before anything compiles.
 
     The train step trains on ``prompts * samples`` rows of ``prompt_len + response_len`` tokens (bucketed as
     the RL stage pads them) with ``micro_batches``-way accumulation, AdamW (``optimizer``, default
@@ -351,8 +357,7 @@ def plan_memory(
     micro-batches of whole prompt groups; False plans ``prompts * samples`` independent rows. ``devices``: what to compile for
     (default: the backend's devices if enough, else simulated CPU devices; see ``planning.devices``).
     """
-    if loss != "grpo":
-        raise ValueError(f"loss={loss!r}: planning builds an RLBatch for the 'grpo' loss only")
+    rl_batch_field(loss)  # a policy-gradient loss, or a clear error before anything compiles
     mesh = planning_mesh(mesh_shape, devices)
     cfg = model_config.replace(dtype=resolve_dtype(compute_dtype).name)
     rows, sample_rows = prompts * samples, (sample_prompts or prompts) * samples
@@ -361,7 +366,7 @@ def plan_memory(
         rows=rows,
         seq=seq,
         loss=loss,
-        loss_options={**GRPO_OPTIONS, **(loss_options or {})},
+        loss_options=dict(GRPO_OPTIONS if loss_options is None else loss_options),
         micro_batches=micro_batches,
         compute_dtype=compute_dtype,
         optimizer=optimizer or OptimizerConfig(),

@@ -43,10 +43,10 @@ def plan_from_run_config(
     called on the RL stage's prompt chunks. ``devices``: a count (when a mesh axis is -1) or devices."""
     rl, mesh = run_config.rl, run_config.mesh
     loss, options = policy_loss(rl)
-    if not get_algorithm(rl.algorithm).online or loss != "grpo":
+    if not get_algorithm(rl.algorithm).online:
         raise ValueError(
-            f"planning covers online algorithms training the grpo loss; rl.algorithm={rl.algorithm!r} "
-            f"trains loss {loss!r}"
+            f"the RL plan compiles the online step (samples + policy-gradient update); rl.algorithm={rl.algorithm!r} "
+            f"is offline (loss {loss!r}): launch/run.py's memory check compiles its train step instead"
         )
     cfg = model_config_of(run_config)
     prompt_len = run_config.model.max_len - rl.max_new_tokens

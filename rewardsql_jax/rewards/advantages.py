@@ -5,6 +5,18 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 
+def group_zscore(groups, *, eps: float, ddof: int, xp=jnp):
+    """(x - mean_g) / (std_g + eps) along the last axis of ``groups`` [..., G], computed with the array module
+    ``xp`` in the input's precision (``jnp`` float32 in the GRPO step, ``numpy`` float64 where Reward-SQL's
+    released reward manager is matched number for number). A group of at most ``ddof`` values has no std."""
+    if groups.shape[-1] <= ddof:
+        raise ValueError(
+            f"a group of {groups.shape[-1]} values has no std with ddof={ddof}; use a larger group or ddof=0."
+        )
+    centred = groups - xp.mean(groups, axis=-1, keepdims=True)
+    return centred / (xp.std(groups, axis=-1, ddof=ddof, keepdims=True) + eps)
+
+
 def group_advantages(rewards, group_size: int, *, eps: float = 1e-4, ddof: int = 1, scale_std: bool = True):
     """A_i = (r_i - mean_g) / (std_g + eps) over contiguous groups of `group_size` (GRPO, Shao et al. 2024, Sec. 4.1.2).
 
@@ -31,7 +43,6 @@ def group_advantages(rewards, group_size: int, *, eps: float = 1e-4, ddof: int =
             f"use group_size > {ddof}, ddof=0 or scale_std=False."
         )
     g = r.reshape(-1, group_size)
-    centred = g - jnp.mean(g, axis=1, keepdims=True)
     if scale_std:
-        centred = centred / (jnp.std(g, axis=1, ddof=ddof, keepdims=True) + eps)
-    return centred.reshape(-1)
+        return group_zscore(g, eps=eps, ddof=ddof).reshape(-1)
+    return (g - jnp.mean(g, axis=1, keepdims=True)).reshape(-1)

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .advantages import group_zscore
+
 PROCESS_VARIANTS = ("paper", "released", "deepseekmath")
 
 
@@ -42,15 +44,9 @@ def _as_steps(step_scores, outcomes, group_size):
     return steps, out
 
 
-def _zscore(x: np.ndarray, eps: float, ddof: int) -> np.ndarray:
-    if x.size <= ddof:
-        raise ValueError(f"a group of {x.size} values has no std with ddof={ddof}; use a larger group or ddof=0.")
-    return (x - x.mean()) / (x.std(ddof=ddof) + eps)
-
-
 def _paper(steps, out, g, eps, ddof):
     pr = np.array([s.mean() if s.size else 0.0 for s in steps])
-    a = np.concatenate([_zscore(chunk, eps, ddof) for chunk in (pr + out).reshape(-1, g)])
+    a = group_zscore((pr + out).reshape(-1, g), eps=eps, ddof=ddof, xp=np).reshape(-1)
     return [ai * s if ai > 0 else ai * (1.0 - s) for ai, s in zip(a, steps)]
 
 
@@ -109,13 +105,12 @@ def released_advantages(
             f"of every prompt, grouped contiguously."
         )
     resp = np.asarray([np.unique(r[r != 0]).mean() if np.any(r != 0) else 0.0 for r in rewards])
-    a = (
-        np.concatenate(
-            [np.zeros(g.size) if np.all(g == g[0]) else _zscore(g, eps, ddof) for g in resp.reshape(-1, group_size)]
-        )
-        if resp.size
-        else resp
-    )
+    groups = resp.reshape(-1, group_size)
+    varied = ~np.all(groups == groups[:, :1], axis=1)
+    a = np.zeros_like(groups)
+    if varied.any():
+        a[varied] = group_zscore(groups[varied], eps=eps, ddof=ddof, xp=np)
+    a = a.reshape(-1)
     adv = []
     for ai, r in zip(a, rewards):
         v = np.where(r > 1.0, (r - 1.0) * ai, r * ai) if ai > 0 else (1.0 - r) * ai

@@ -13,8 +13,8 @@ allocated.
 
 Checked stages and what they hold: ``stage_memory`` (sft, prm_labels, prm, rl, inference). The train steps are
 compiled at ``model.max_len`` (bucketed: an upper bound, the stages pad to their longest example): sft one step of
-``sft.batch_size`` rows; prm one step of ``prm.batch_size`` rows; rl the grpo plan
-(``planning.plan_from_run_config``: train step and sampler) for online algorithms training the grpo loss, else the
+``sft.batch_size`` rows; prm one step of ``prm.batch_size`` rows; rl the online RL plan
+(``planning.plan_from_run_config``: train step and sampler) for online algorithms (any policy-gradient loss), else the
 algorithm's train step; the sampling models count on this process's local devices.
 """
 

@@ -76,10 +76,11 @@ def _step_spec(config, stage: str):
 
 
 def planned_by_the_rl_plan(config) -> bool:
-    """Whether ``planning.plan_from_run_config`` plans the RL stage (online algorithms training the grpo loss)."""
-    from rewardsql_jax.rl import get_algorithm, policy_loss
+    """Whether ``planning.plan_from_run_config`` plans the RL stage: every online algorithm (its loss is a
+    policy-gradient loss, which the plan compiles with the batch field the loss reads)."""
+    from rewardsql_jax.rl import get_algorithm
 
-    return get_algorithm(config.rl.algorithm).online and policy_loss(config.rl)[0] == "grpo"
+    return get_algorithm(config.rl.algorithm).online
 
 
 def train_step_memory(config, stage: str, devices, *, compile_layers: int | None = None) -> TrainStepMemory:

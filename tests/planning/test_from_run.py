@@ -32,3 +32,22 @@ def test_fresh_model_and_unknown_path():
     assert (m.hidden_size, m.num_hidden_layers, m.vocab_size) == (128, 2, 2048)
     with pytest.raises(FileNotFoundError, match="config.json"):
         model_config_of(RunConfig(model=ModelConfigSection(path="/nowhere/some-model")))
+
+
+def test_the_rl_plan_asks_the_loss_for_its_batch_field():
+    """REINFORCE++ trains on token rewards, not advantages: the plan compiles its step with that field (a plan
+    that tested the loss's name refused it), and names the families it cannot plan."""
+    from rewardsql_jax.planning import plan_from_run_config, plan_memory
+    from rewardsql_jax.stages.run_config import MeshConfig, RLConfig
+
+    cfg = RunConfig(
+        model=ModelConfigSection(max_len=64),
+        mesh=MeshConfig(data=1, fsdp=1, tensor=1),
+        rl=RLConfig(algorithm="reinforce_pp", prompts_per_step=2, samples_per_prompt=2, max_new_tokens=16),
+    )
+    plan = plan_from_run_config(cfg, devices=1)
+    assert plan.loss == "reinforce_pp" and plan.train.temp_bytes > 0
+    with pytest.raises(ValueError, match="offline"):
+        plan_from_run_config(dataclasses.replace(cfg, rl=RLConfig(algorithm="dpo")), devices=1)
+    with pytest.raises(ValueError, match="supervised loss.*grpo"):
+        plan_memory(model_config_of(cfg), loss="sft", devices=1)
