@@ -15,9 +15,8 @@ import dataclasses
 import typing
 
 from rewardsql_jax.config import with_moved_fields
-from rewardsql_jax.losses.aggregation import AGG_MODES
 from rewardsql_jax.rl import get_algorithm
-from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, require_positive
+from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, OnlineRLConfig, require_positive
 
 from .actions.prompts import CHAT_TEMPLATE_CHOICES
 from .actions.registry import ACTIONS
@@ -140,49 +139,51 @@ class PolicyConfig:
 
 @with_moved_fields
 @dataclasses.dataclass(frozen=True)
-class ConductorRLConfig:
-    """Curriculum GRPO (Sec. 4.4): group size G (``samples_per_prompt``), clip, KL to the SFT policy, reward lambda
-    and exact bonus. A setting the pipeline's ``RLConfig`` also has carries its name there (``RENAMED``: the old
-    names fail with the new one)."""
+class ConductorRLConfig(OnlineRLConfig):
+    """Curriculum GRPO (Sec. 4.4): the online settings every RL loop shares (``OnlineRLConfig``: group size G
+    ``samples_per_prompt``, clip, KL to the SFT policy ``kl_beta``, ``rl.loss`` / ``rl.loss_options``, mini-batches,
+    epochs) with the conductor's defaults, plus its own: the curriculum's ``hard_threshold``, the episode reward
+    (lambda, exact bonus) and ``credit``. The algorithm is the conductor's; an old setting name fails with the
+    shared one (``RENAMED``)."""
 
     RENAMED: typing.ClassVar[dict] = {"group_size": "samples_per_prompt"}
 
+    algorithm: str = GRPO_ALGORITHM
     steps: int = 4
     prompts_per_step: int = 6
     samples_per_prompt: int = 4
-    lr: float = 5e-4
-    clip_eps: float = 0.2
     kl_beta: float = 0.01
-    temperature: float = 1.0
+    checkpoint_every: int = 1  # a GRPO step samples every rollout: checkpoint after each one
     hard_threshold: float = 1.0
     reward: RewardConfig = RewardConfig()
-    checkpoint_every: int = 1  # a GRPO step samples every rollout: checkpoint after each one
-    mini_batches: int = 1  # optimizer steps per rollout batch, each on whole groups (RLConfig's); divides the step's
-    # questions (prompts_per_step, or fewer when the curriculum has fewer hard questions)
-    epochs: int = 1  # passes over the rollout batch (RLConfig's)
-    # options of the grpo loss over the algorithm's (RLConfig's name), e.g. {"agg": "dr_grpo"}: how it averages tokens
-    loss_options: dict = dataclasses.field(default_factory=dict)
     # "episode" (the paper): one group-normalised advantage per episode on all its tokens; "step": each decision's
     # advantage is the episode reward less the reward of stopping there (rewards.step_advantages)
     credit: str = "episode"
 
     def __post_init__(self):
-        require_positive(
-            self, "steps", "prompts_per_step", "lr", "temperature", "checkpoint_every", "mini_batches", "epochs"
-        )
+        if self.algorithm != GRPO_ALGORITHM:
+            raise ValueError(
+                f"rl.algorithm={self.algorithm!r}: SQLConductor's policy trains with its curriculum GRPO "
+                f"({GRPO_ALGORITHM!r}); choose its loss with rl.loss instead"
+            )
+        super().__post_init__()
         if self.credit not in CREDIT_MODES:
             raise ValueError(f"rl.credit={self.credit!r}; choose one of {', '.join(CREDIT_MODES)}")
-        agg = self.loss_options.get("agg", "grpo")
-        if agg not in AGG_MODES:
-            raise ValueError(f"rl.loss_options.agg={agg!r}; choose one of {', '.join(AGG_MODES)}")
-        if self.prompts_per_step % self.mini_batches:
+        if self.filter_groups:
             raise ValueError(
-                f"rl.mini_batches={self.mini_batches} must divide rl.prompts_per_step={self.prompts_per_step} "
-                f"(each optimizer step trains whole groups)"
+                "rl.filter_groups=true: SQLConductor's episodes have no dynamic sampling (one draw per step); "
+                "set rl.filter_groups=false"
             )
-        if self.samples_per_prompt < 2:
+        get_algorithm(self.algorithm).check_settings(self)  # before a mesh is known: G >= 2, the loss's field
+
+    def check_layout(self, micro_batches: int) -> None:
+        """A GRPO batch is whole groups and a step may have fewer than ``prompts_per_step`` hard questions, so
+        ``micro_batches`` divides the group size."""
+        if self.samples_per_prompt % micro_batches:
             raise ValueError(
-                f"rl.samples_per_prompt must be >= 2 (GRPO compares rollouts of a group), got {self.samples_per_prompt}"
+                f"mesh.micro_batches={micro_batches} must divide rl.samples_per_prompt={self.samples_per_prompt}: "
+                f"a GRPO batch is whole groups of rollouts and a step may have fewer than rl.prompts_per_step hard "
+                f"questions"
             )
 
     @classmethod

@@ -32,7 +32,15 @@ def check_leading(ref_name: str, ref_shape: Sequence[int], name: str, x) -> None
         )
 
 
+class ChoiceError(ValueError):
+    """An option outside its choices; ``name``, ``value`` and ``choices`` let a caller name the setting."""
+
+    def __init__(self, name: str, value, choices: Sequence[str]):
+        super().__init__(f"{name}={value!r} is not supported; choose one of {sorted(choices)}.")
+        self.name, self.value, self.choices = name, value, tuple(choices)
+
+
 def check_choice(name: str, value, choices: Sequence[str]) -> None:
-    """Raise ValueError unless `value` is one of `choices`."""
+    """Raise ``ChoiceError`` (a ValueError) unless `value` is one of `choices`."""
     if value not in choices:
-        raise ValueError(f"{name}={value!r} is not supported; choose one of {sorted(choices)}.")
+        raise ChoiceError(name, value, choices)

@@ -83,8 +83,14 @@ class OnlineAlgorithm(RLAlgorithm):
         """The ``Update`` (advantages / token values and the logged per-completion reward) of a rollout batch."""
 
     def validate(self, config) -> None:
+        """The base checks, ``check_settings(config.rl)`` and the pipeline's micro-batch layout
+        (``config.rl.check_layout(mesh.micro_batches)``, the ``rl`` section's own rules)."""
         super().validate(config)
-        rl, m = config.rl, config.mesh.micro_batches
+        self.check_settings(config.rl)
+        config.rl.check_layout(config.mesh.micro_batches)
+
+    def check_settings(self, rl) -> None:
+        """Checks of an online ``rl`` section (``OnlineRLConfig``) for this algorithm; raise ValueError with the fix."""
         loss = policy_loss(rl, self)[0]
         if losses.spec(loss).reads != self.batch_field:
             raise ValueError(
@@ -104,19 +110,8 @@ class OnlineAlgorithm(RLAlgorithm):
             )
         if self.group_normalised and rl.samples_per_prompt < 2:
             raise ValueError(
-                f"rl.algorithm={self.name!r} normalises rewards within a group of samples of one "
-                f"prompt; set rl.samples_per_prompt >= 2 (paper: 8)"
-            )
-        per_step = rl.prompts_per_step // rl.mini_batches
-        one_step = (
-            f"rl.prompts_per_step={per_step}"
-            if rl.mini_batches == 1
-            else f"the prompts of one optimizer step, rl.prompts_per_step / rl.mini_batches = {per_step}"
-        )
-        if rl.shared_prefix and per_step % m:
-            raise ValueError(
-                f"rl.shared_prefix=true splits micro-batches by prompt group: mesh.micro_batches={m} "
-                f"must divide {one_step} (or set rl.shared_prefix=false)"
+                f"rl.samples_per_prompt must be >= 2: rl.algorithm={self.name!r} normalises rewards within a "
+                f"group of samples of one prompt (set rl.samples_per_prompt >= 2; paper: 8)"
             )
 
 

@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import jax
 
@@ -40,6 +40,7 @@ from .context import RunContext
 from .policy import save_model
 from .rl_report import online_metrics, plot_learning_curve
 from .rl_setup import RLData, fit_options, new_state, prm_scorer_if_needed, prm_scores, rl_data, train_step
+from .run_config import OnlineRLConfig
 
 if TYPE_CHECKING:
     from rewardsql_jax.rewards.prm_scoring import PRMScorer
@@ -133,7 +134,7 @@ class RLInputs:
     to learn, no optimizer step), ``record(step, rollouts, update, metrics or None, phase seconds, seconds)`` (the
     logged record) and, for ``rl.filter_groups``, ``concat(parts)`` of rollouts with ``take(rows)``."""
 
-    rl: Any  # RLConfig, or SQLConductor's ConductorRLConfig (the same names for the settings above)
+    rl: OnlineRLConfig  # RLConfig, or SQLConductor's ConductorRLConfig
     algorithm: OnlineAlgorithm
     source: RolloutSource
     step_fn: Callable
@@ -158,7 +159,7 @@ def rl_iteration(inputs: RLInputs, state, step: int):
     """One online RL step (module docstring); returns ``(state, record)``, the record being what the log holds."""
     rl, algo, source = inputs.rl, inputs.algorithm, inputs.source
     timer, t0 = PhaseTimer(), time.perf_counter()
-    filtering = getattr(rl, "filter_groups", False)  # a config without the setting (SQLConductor's): off
+    filtering = rl.filter_groups
     draws = rl.filter_groups_max_draws if filtering else 1
     parts, scores, flags = [], [], []
     for draw in range(draws):  # one draw unless dynamic sampling asks for groups with spread

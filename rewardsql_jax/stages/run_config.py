@@ -200,22 +200,23 @@ class PRMConfig:
             raise ValueError(f"prm.heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
 
 
-@with_moved_fields
 @dataclasses.dataclass(frozen=True)
-class RLConfig:
-    """RL stage (paper GRPO: lr 1e-6, 48 prompts x 8 samples, clip 0.2, KL k3 0.001, entropy 0.001, T=1).
+class OnlineRLConfig:
+    """The settings of an online RL loop (``stages.rl_online.rl_iteration``), one section composed by both
+    pipelines: Reward-SQL's ``RLConfig`` and SQLConductor's ``ConductorRLConfig`` add only their own fields.
 
-    Settings of one algorithm only are its options, ``algorithm_options`` (read as the algorithm's
-    ``options_type``, as a plugin's are): grpo ``advantage_variant`` (paper | released) and ``rm_coef``, dpo
-    ``beta``, rs ``threshold``; on the command line one at a time, ``rl.algorithm_options.rm_coef=0``.
+    The algorithm and its loss (``rl.loss`` = "" keeps the algorithm's; ``rl.loss_options`` go over the options
+    the algorithm gives it), the rollout batch (``prompts_per_step`` questions x ``samples_per_prompt``), the
+    optimisation (``lr``, ``mini_batches`` optimizer steps of whole groups for each of ``epochs`` passes), the
+    loss's clip / KL / entropy weights, the sampling temperature (the log-probs are taken at it) and DAPO's
+    dynamic sampling (``filter_groups``: more draws until every group of the batch has reward spread, at most
+    ``filter_groups_max_draws``; group-normalised algorithms only).
     """
 
-    algorithm: str = "grpo"  # a registered algorithm (rewardsql_jax.rl): grpo (PRM+outcome, Sec. 5.3) |
-    # grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs | a plugin's
-    loss: str = ""  # "" = the algorithm's loss; else a registered loss of the same family
-    loss_options: dict = dataclasses.field(default_factory=dict)  # options of rl.loss (replace the algorithm's)
-    algorithm_options: dict = dataclasses.field(default_factory=dict)  # the algorithm's own options (those
-    # not given keep its defaults); checked against its options_type
+    algorithm: str = "grpo"
+    loss: str = ""
+    loss_options: dict = dataclasses.field(default_factory=dict)
+    algorithm_options: dict = dataclasses.field(default_factory=dict)  # checked against its options_type
     steps: int = 20
     prompts_per_step: int = 8
     samples_per_prompt: int = 8
@@ -224,34 +225,58 @@ class RLConfig:
     kl_beta: float = 0.001
     entropy_coef: float = 0.0
     temperature: float = 1.0
-    max_new_tokens: int = 160
     checkpoint_every: int = 5  # Orbax checkpoint of the RL state every N steps (and after the last)
-    stop_after: int = 0  # > 0: stop after N steps, as if killed (resume tests); 0 = run all
-    shared_prefix: bool = True  # train each prompt once per group of samples (GroupedRLBatch; same loss)
-    prompts_per_sampler_call: int = 0  # prompts per sampler call (a divisor of prompts_per_step); 0 = automatic
-    filter_groups: bool = False  # DAPO dynamic sampling: draw more questions until every group of the batch
-    # has reward spread (verl filter_groups); group-normalised algorithms only
-    filter_groups_max_draws: int = 3  # draws per step at most; then uninformative groups fill the batch
-    mini_batches: int = 1  # optimizer steps per rollout batch, each on whole prompt groups (paper: 48 prompts
-    # x 8 samples in mini-batches of 64; verl ppo_mini_batch_size); must divide prompts_per_step
-    epochs: int = 1  # passes over the rollout batch (verl ppo_epochs); later steps are off-policy (clip_eps)
+    mini_batches: int = 1
+    epochs: int = 1
+    filter_groups: bool = False
+    filter_groups_max_draws: int = 3
 
     def __post_init__(self):
         from rewardsql_jax.rl import get_algorithm, policy_loss
+        from rewardsql_jax.training.step import check_loss_options
 
         get_algorithm(self.algorithm)  # unknown name: lists the registered algorithms
-        policy_loss(self)  # unknown rl.loss: lists the registered losses
+        check_loss_options(*policy_loss(self), where="rl.loss_options")  # unknown rl.loss / option / choice
         require_positive(
-            self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "max_new_tokens", "checkpoint_every"
+            self, "steps", "prompts_per_step", "samples_per_prompt", "lr", "checkpoint_every", "mini_batches"
         )
-        if self.stop_after < 0:
-            raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")
-        require_positive(self, "filter_groups_max_draws", "mini_batches", "epochs")
+        require_positive(self, "epochs", "filter_groups_max_draws")
         if self.prompts_per_step % self.mini_batches:
             raise ValueError(
                 f"rl.mini_batches={self.mini_batches} must divide rl.prompts_per_step={self.prompts_per_step} "
                 f"(each optimizer step trains whole prompt groups)"
             )
+
+    def check_layout(self, micro_batches: int) -> None:
+        """How the pipeline splits a step's batch into ``mesh.micro_batches``: raise ValueError naming the fix
+        (a pipeline's section adds its own rules)."""
+
+
+@with_moved_fields
+@dataclasses.dataclass(frozen=True)
+class RLConfig(OnlineRLConfig):
+    """Reward-SQL's RL stage (paper GRPO: lr 1e-6, 48 prompts x 8 samples, clip 0.2, KL k3 0.001, entropy 0.001,
+    T=1): the online settings (``OnlineRLConfig``; ``mini_batches``: the paper's 48 prompts x 8 samples in
+    mini-batches of 64, verl ppo_mini_batch_size; ``epochs``: verl ppo_epochs, later passes off-policy) and the
+    offline algorithms' (dpo, rs), plus the stage's own: completion length, the shared-prefix batch layout,
+    prompts per sampler call and ``stop_after`` (resume tests).
+
+    Settings of one algorithm only are its options, ``algorithm_options`` (read as the algorithm's
+    ``options_type``, as a plugin's are): grpo ``advantage_variant`` (paper | released) and ``rm_coef``, dpo
+    ``beta``, rs ``threshold``; on the command line one at a time, ``rl.algorithm_options.rm_coef=0``. Algorithms:
+    grpo (PRM + outcome, Sec. 5.3) | grpo_outcome | grpo_deepseekmath | reinforce_pp | dpo | rs | a plugin's.
+    """
+
+    max_new_tokens: int = 160
+    stop_after: int = 0  # > 0: stop after N steps, as if killed (resume tests); 0 = run all
+    shared_prefix: bool = True  # train each prompt once per group of samples (GroupedRLBatch; same loss)
+    prompts_per_sampler_call: int = 0  # prompts per sampler call (a divisor of prompts_per_step); 0 = automatic
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive(self, "max_new_tokens")
+        if self.stop_after < 0:
+            raise ValueError(f"rl.stop_after must be >= 0, got {self.stop_after}")
         if self.prompts_per_sampler_call < 0 or (
             self.prompts_per_sampler_call and self.prompts_per_step % self.prompts_per_sampler_call
         ):
@@ -259,6 +284,21 @@ class RLConfig:
                 f"rl.prompts_per_sampler_call={self.prompts_per_sampler_call} must divide "
                 f"rl.prompts_per_step={self.prompts_per_step} (every sampler call has one shape), "
                 f"or be 0 (automatic: the largest divisor at most half of it)"
+            )
+
+    def check_layout(self, micro_batches: int) -> None:
+        """``rl.shared_prefix`` splits micro-batches by prompt group: ``micro_batches`` divides the prompts of one
+        optimizer step."""
+        per_step = self.prompts_per_step // self.mini_batches
+        one_step = (
+            f"rl.prompts_per_step={per_step}"
+            if self.mini_batches == 1
+            else f"the prompts of one optimizer step, rl.prompts_per_step / rl.mini_batches = {per_step}"
+        )
+        if self.shared_prefix and per_step % micro_batches:
+            raise ValueError(
+                f"rl.shared_prefix=true splits micro-batches by prompt group: mesh.micro_batches={micro_batches} "
+                f"must divide {one_step} (or set rl.shared_prefix=false)"
             )
 
     @classmethod

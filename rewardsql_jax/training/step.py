@@ -24,6 +24,7 @@ from flax import nnx
 
 from rewardsql_jax import losses
 from rewardsql_jax.distributed import to_global
+from rewardsql_jax.losses.shapes import ChoiceError
 from rewardsql_jax.models.config import resolve_dtype
 from rewardsql_jax.models.registry import build_model
 
@@ -219,15 +220,22 @@ class TrainStep:
         return self._jitted(state, batch)
 
 
-def _check_options(name: str, options: dict) -> None:
-    """Unknown loss options fail here, with the accepted names, instead of deep inside the first trace."""
-    keywords = losses.spec(name).keywords
-    if keywords is None:  # the loss takes **options
-        return
-    accepted = set(keywords) | set(FAMILY_OPTIONS)
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise ValueError(f"loss {name!r} does not take option(s) {unknown}; it accepts {sorted(accepted)}.")
+def check_loss_options(name: str, options: dict, *, where: str = "") -> None:
+    """Unknown loss options and an option outside its choices (the normalisation's ``agg``) fail here, with the
+    accepted names, instead of deep inside the first trace. ``where`` (e.g. "rl.loss_options") names the setting
+    a bad choice came from."""
+    spec = losses.spec(name)
+    if spec.keywords is not None:  # None: the loss takes **options
+        accepted = set(spec.keywords) | set(FAMILY_OPTIONS)
+        unknown = sorted(set(options) - accepted)
+        if unknown:
+            raise ValueError(f"loss {name!r} does not take option(s) {unknown}; it accepts {sorted(accepted)}.")
+    try:
+        spec.normalisation(options)
+    except ChoiceError as e:
+        if not where:
+            raise
+        raise ValueError(f"{where}.{e.name}={e.value!r}; choose one of {', '.join(e.choices)}") from None
 
 
 def make_train_step(
@@ -246,7 +254,7 @@ def make_train_step(
     names raise ValueError listing the registered ones.
     """
     fam = family(losses.spec(loss_fn_name).family)
-    _check_options(loss_fn_name, dict(loss_options or {}))
+    check_loss_options(loss_fn_name, dict(loss_options or {}))
     if not isinstance(micro_batches, (int, np.integer)) or micro_batches < 1:
         raise ValueError(f"micro_batches must be a positive integer, got {micro_batches!r}.")
     if compute_dtype is not None:

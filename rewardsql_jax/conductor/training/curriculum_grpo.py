@@ -5,8 +5,9 @@ execution reward R = lambda * R_exec + (1 - lambda) * (ExecF1 + bonus * exact) (
 is the group z-score A_i = (r_i - mean) / (std + delta) (``rewards.group_advantages``), one per episode, on
 every token the policy wrote; ``rl.credit=step`` gives each decision its own A_{i,t} = R_i - b_{i,t} instead
 (``rewards.step_advantages``: b = the reward of stopping there). The loss is the clipped GRPO surrogate with k3 KL to the SFT policy
-(``losses.grpo``: clip ``rl.clip_eps``, KL weight ``rl.kl_beta``, log-probs at the sampling temperature).
-The conductor's GRPO loop (``grpo.py``) asks the registry for this algorithm's loss, options and update.
+(``losses.grpo``: clip ``rl.clip_eps``, KL weight ``rl.kl_beta``, log-probs at the sampling temperature), or
+``rl.loss`` with ``rl.loss_options`` as in the Reward-SQL pipeline: the conductor's GRPO loop (``grpo.py``) asks
+``rl.policy_loss`` for it and the registry for this algorithm's update.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from rewardsql_jax.rewards import group_advantages
-from rewardsql_jax.rl import OnlineAlgorithm, Update, register_algorithm
+from rewardsql_jax.rl import Update, register_algorithm
+from rewardsql_jax.rl.algorithms.grpo import GroupRelativeAlgorithm
 
 from ..rewards import step_advantages
 
@@ -22,15 +24,11 @@ NAME = "conductor_curriculum_grpo"
 
 
 @register_algorithm
-class ConductorCurriculumGRPO(OnlineAlgorithm):
-    """``update(records, None, rl)``: the episode records' rewards and their group advantages (no PRM)."""
+class ConductorCurriculumGRPO(GroupRelativeAlgorithm):
+    """``update(records, None, rl)``: the episode records' rewards and their group advantages (no PRM); the loss
+    and its options are the GRPO family's (``rl.policy_loss``: ``rl.loss`` / ``rl.loss_options`` apply)."""
 
     name = NAME
-    loss = "grpo"
-
-    def loss_options(self, rl) -> dict:
-        """Options of ``losses.grpo`` from a ``ConductorRLConfig`` (``rl.loss_options`` over them, as in ``RLConfig``)."""
-        return {"clip_eps": rl.clip_eps, "beta": rl.kl_beta, "temperature": rl.temperature, **dict(rl.loss_options)}
 
     def update(self, rollouts, prm_scores, rl) -> Update:
         """``rollouts``: the evaluated episodes (``rollout.EpisodeRecord``), the G of a question contiguous.
@@ -43,15 +41,11 @@ class ConductorCurriculumGRPO(OnlineAlgorithm):
         return Update(rewards=rewards, advantages=np.asarray(group_advantages(rewards, rl.samples_per_prompt)))
 
     def validate(self, config) -> None:
-        """Checks of a ``ConductorRunConfig``; the Reward-SQL pipeline's ``rl.algorithm`` cannot select it."""
+        """Checks of a ``ConductorRunConfig`` (``OnlineAlgorithm.validate``: the loss, G >= 2, the micro-batch
+        layout); the Reward-SQL pipeline's ``rl.algorithm`` cannot select it."""
         if getattr(config, "pipeline", None) != "conductor":
             raise ValueError(
                 f"rl.algorithm={NAME!r} trains SQLConductor's orchestration policy "
                 f"(configs/conductor_*.py); the Reward-SQL RL stage cannot run it"
             )
-        m, g = config.mesh.micro_batches, config.rl.samples_per_prompt
-        if g % m:
-            raise ValueError(
-                f"mesh.micro_batches={m} must divide rl.samples_per_prompt={g}: a GRPO batch is whole groups "
-                f"of rollouts and a step may have fewer than rl.prompts_per_step hard questions"
-            )
+        super().validate(config)

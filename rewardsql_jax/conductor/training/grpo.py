@@ -5,7 +5,8 @@
 * G rollouts per question with the policy sampling at temperature T; each rollout's reward is
   lambda * R_exec + (1 - lambda) * (ExecF1 + bonus * exact) (``rewards.py``).
 * A_i = (r_i - mean) / (std + delta) within the group (``rewards.group_advantages``): the update of the
-  registered algorithm ``conductor_curriculum_grpo`` (``curriculum_grpo.py``), which also names the loss.
+  registered algorithm ``conductor_curriculum_grpo`` (``curriculum_grpo.py``); the loss is ``rl.policy_loss``'s
+  (GRPO unless ``rl.loss`` names another policy-gradient loss reading advantages).
 * The clipped GRPO loss with k3 KL to the SFT policy acts only on policy-generated tokens (Omega_i:
   ``<reasoning>`` and ``<call>``); ``<results>`` and the prompt have completion_mask 0.
 """
@@ -18,10 +19,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from rewardsql_jax import losses
 from rewardsql_jax.models.sharding import shard_model
-from rewardsql_jax.rl import get_algorithm
+from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.rl.algorithm import OnlineAlgorithm
 from rewardsql_jax.stages.rl_online import RLInputs, rl_iteration
+from rewardsql_jax.stages.run_config import OnlineRLConfig
 from rewardsql_jax.training.batch import RLBatch
 from rewardsql_jax.training.collate import masked_rl_batch
 from rewardsql_jax.training.fit import fit
@@ -91,11 +94,12 @@ class EpisodeSource:
     tokenizer: Any
     make_policy_server: Callable[..., Any]
     action_server: Any
-    rl: Any  # config.ConductorRLConfig (not imported: the config module imports this subpackage)
+    rl: OnlineRLConfig  # the ConductorRLConfig
     reward_cfg: RewardConfig
     max_steps: int
     pad_id: int
     seed: int
+    step_values: bool = False  # rl.credit == "step": each decision's reward of stopping there is recorded
 
     def sample(self, state, step: int, draw: int, timer):
         rl, questions = self.rl, self.questions
@@ -113,7 +117,7 @@ class EpisodeSource:
                 reward_cfg=self.reward_cfg,
                 repeats=rl.samples_per_prompt,
                 episode_key=("grpo", step, draw),
-                step_values=rl.credit == "step",
+                step_values=self.step_values,
             )
         return Episodes(records, rollouts), None
 
@@ -177,15 +181,25 @@ def train_grpo(
     if not questions:
         return policy, []
     algorithm = cast(OnlineAlgorithm, get_algorithm(ALGORITHM))
+    loss, options = policy_loss(cfg, algorithm)
     opt = OptimizerConfig(learning_rate=cfg.lr, max_grad_norm=1.0)
     if mesh is not None:
         policy = shard_model(policy, mesh)
-    state = create_train_state(policy, make_optimizer(opt), seed=seed, with_reference=cfg.kl_beta > 0)
-    step_fn = make_train_step(
-        state.graphdef, algorithm.loss, algorithm.loss_options(cfg), mesh=mesh, micro_batches=micro_batches
-    )
+    reference = "ref_logprobs" in losses.spec(loss).inputs(options)  # the loss's KL term reads the SFT policy
+    state = create_train_state(policy, make_optimizer(opt), seed=seed, with_reference=reference)
+    step_fn = make_train_step(state.graphdef, loss, options, mesh=mesh, micro_batches=micro_batches)
     source = EpisodeSource(
-        list(questions), env, tokenizer, make_policy_server, action_server, cfg, reward_cfg, max_steps, pad_id, seed
+        list(questions),
+        env,
+        tokenizer,
+        make_policy_server,
+        action_server,
+        cfg,
+        reward_cfg,
+        max_steps,
+        pad_id,
+        seed,
+        step_values=cfg.credit == "step",
     )
     inputs = RLInputs(rl=cfg, algorithm=algorithm, source=source, step_fn=step_fn)
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from rewardsql_jax import losses
 from rewardsql_jax.conductor.actions.format import format_step
 from rewardsql_jax.conductor.config import ConductorRLConfig, ConductorRunConfig
 from rewardsql_jax.conductor.rewards import RewardConfig
@@ -14,8 +15,9 @@ from rewardsql_jax.conductor.training.grpo import train_grpo
 from rewardsql_jax.conductor.training.rollout import EpisodeRecord
 from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_conductor_sft
 from rewardsql_jax.data.examples import Example
+from rewardsql_jax.losses.grpo import grpo, grpo_needs
 from rewardsql_jax.rewards import group_advantages
-from rewardsql_jax.rl import get_algorithm
+from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, RunConfig
 from rewardsql_jax.training.collate import encode_pair
 from rewardsql_jax.training.fit import StoppedEarly
@@ -93,13 +95,14 @@ class _ScriptedPolicy:
         return out
 
 
-def _grpo(tok, db, **kw):
+def _grpo(tok, db, rl=None, **kw):
     env = scripted_env({"generate": "SELECT name FROM singer WHERE country = 'Brasil'", "refine": GOLD, "steps": GOLD})
     questions = [
         Example(question_id=i, db_id="music", question=q, evidence="", gold_sql=GOLD, difficulty="simple", db_path=db)
         for i, q in enumerate(["Singers from Brasil?", "Names of Brasil singers?"])
     ]
-    cfg = ConductorRLConfig(steps=3, prompts_per_step=2, samples_per_prompt=2, kl_beta=0.01, lr=1e-2)
+    settings = dict(steps=3, prompts_per_step=2, samples_per_prompt=2, kl_beta=0.01, lr=1e-2)
+    cfg = ConductorRLConfig(**{**settings, **(rl or {})})
     return train_grpo(
         new_model(SHAPE, tok, 0),
         questions,
@@ -126,6 +129,23 @@ def test_grpo_stopped_after_k_steps_resumes_to_the_uninterrupted_params(tokenize
     assert resumed_history == history
 
 
+def test_grpo_trains_the_loss_rl_loss_names(tokenizer, music_db):
+    """rl.loss reaches the conductor's GRPO as the Reward-SQL pipeline's: a registered policy-gradient loss
+    (here GRPO doubled) is the one trained, so its first step (same policy, same rollouts) logs twice the loss."""
+
+    @losses.register("test_doubled_grpo", family="policy_gradient", needs=grpo_needs, override=True)
+    def doubled(logprobs, old_logprobs, advantages, mask, **options):
+        loss, metrics = grpo(logprobs, old_logprobs, advantages, mask, **options)
+        return 2.0 * loss, metrics
+
+    _, plain = _grpo(tokenizer, music_db, rl={"steps": 1})
+    _, doubled_history = _grpo(tokenizer, music_db, rl={"steps": 1, "loss": "test_doubled_grpo"})
+    assert plain[0]["reward"] == doubled_history[0]["reward"]
+    np.testing.assert_allclose(doubled_history[0]["loss"], 2.0 * plain[0]["loss"], rtol=1e-5)
+    with pytest.raises(ValueError, match="fills advantages but the reinforce_pp loss reads token_rewards"):
+        ConductorRLConfig(loss="reinforce_pp")
+
+
 def test_grpo_micro_batches_train_as_one_batch(tokenizer, music_db):
     one, h1 = _grpo(tokenizer, music_db)
     two, h2 = _grpo(tokenizer, music_db, micro_batches=2)
@@ -141,8 +161,9 @@ def test_the_registered_curriculum_grpo_algorithm():
     algorithm = get_algorithm("conductor_curriculum_grpo")
     cfg = ConductorRLConfig(samples_per_prompt=3, clip_eps=0.3, kl_beta=0.02, temperature=0.7)
     assert algorithm.loss == "grpo" and not algorithm.needs_prm and algorithm.online
-    assert algorithm.loss_options(cfg) == {"clip_eps": 0.3, "beta": 0.02, "temperature": 0.7}
-    assert algorithm.loss_options(ConductorRLConfig(loss_options={"agg": "dr_grpo"}))["agg"] == "dr_grpo"
+    # the conductor's loss comes from rl.policy_loss, as the Reward-SQL pipeline's (k3: the grpo loss's default)
+    assert policy_loss(cfg) == ("grpo", {"clip_eps": 0.3, "beta": 0.02, "kl": "k3", "temperature": 0.7})
+    assert policy_loss(ConductorRLConfig(loss_options={"agg": "dr_grpo"}))[1]["agg"] == "dr_grpo"
     rewards = [0.0, 0.25, 1.25, 0.5, 0.5, 0.5]
     update = algorithm.update([_record(r) for r in rewards], None, cfg)
     np.testing.assert_array_equal(update.rewards, np.asarray(rewards, np.float32))
