@@ -77,13 +77,6 @@ class ConductorRun(StageDirs):
         write_atomic(self.stage_dir(stage) / "metrics.json", json.dumps(metrics, indent=2, default=str))
         return metrics
 
-    def skip(self, stage: str) -> bool:
-        """True (and says so) when ``stage`` finished in an earlier run."""
-        if self.is_done(stage):
-            self.log(f"[conductor] {stage} already done in {self.run_dir} (resume): skipping")
-            return True
-        return False
-
     def trainer(self, name: str) -> dict:
         """The mesh, micro-batches and checkpoint directory of trainer ``name``. With several processes each
         computes the run on its own (``run.py``) and none checkpoints: Orbax saves collectively across processes,

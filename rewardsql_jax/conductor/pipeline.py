@@ -1,5 +1,5 @@
 """The whole SQLConductor method on the built-in benchmark (Figure 2: search-to-policy training, then inference),
-as stage functions run in order by ``run_stages``:
+as stage functions run in order by ``run_stages`` (the pipelines' stage runner, ``stages.runner.run_in_order``):
 
 * ``setup``: built-in train/test databases and questions (with misspelt values, ``data.py``), the user's action
   checkpoints (``actions.model_path`` / ``actions.<slot>``, ``actions/models.py``), the tokenizer
@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from rewardsql_jax.models import from_pretrained, save_pretrained
 from rewardsql_jax.sampling.inputs import pad_id
+from rewardsql_jax.stages.runner import Stage, run_in_order
 from rewardsql_jax.training.collate import encode_pair
 
 from .actions.batching import CallBatcher
@@ -51,58 +52,88 @@ from .training.trajectory import results_mask
 
 
 def run_stages(cfg, *, log=tqdm.write) -> dict:
-    """Run every stage (those a previous run finished are read back); writes ``run_dir/results.json``, per-episode
-    JSONL, models, the figure, TensorBoard scalars (``run_dir/tensorboard/<phase>``). Returns results."""
+    """Run every stage with the pipelines' stage runner (``stages.runner.run_in_order``: those a previous run
+    finished are read back); writes ``run_dir/results.json``, per-episode JSONL, models, the figure, TensorBoard
+    scalars (``run_dir/tensorboard/<phase>``). Returns results."""
     t_start = time.perf_counter()
     run = setup(cfg, log)
-    action_curve = action_model_stage(run)
-    searches = search_stage(run)
-    curated = curation_stage(run, searches)
-    policy_sft_stage(run, curated)
-    rl_stage(run, searches)
-    records = evaluation_stage(run)
-    return report(run, records, curated, action_curve=action_curve, total_s=time.perf_counter() - t_start)
+    out = run_in_order(
+        conductor_stages(run), is_done=run.is_done, run_dir=run.run_dir, log=run.log, label=lambda n: f"[conductor] {n}"
+    )
+    return report(
+        run,
+        out["evaluation"],
+        out["curation"],
+        action_curve=out.get("action_model", []),
+        total_s=time.perf_counter() - t_start,
+    )
+
+
+def conductor_stages(run: ConductorRun) -> list[Stage]:
+    """The method's stages in order (module docstring), each with how a finished one is read back; the action
+    model's only when some SQL-writing action has no checkpoint."""
+
+    def load(stage: str, file: str):
+        return lambda _earlier: pickle.loads((run.run_dir / stage / file).read_bytes())
+
+    stages = [
+        Stage("search", lambda _earlier: search_stage(run), load("search", "searches.pkl")),
+        Stage("curation", lambda earlier: curation_stage(run, earlier["search"]), load("curation", "curated.pkl")),
+        Stage("policy_sft", lambda earlier: policy_sft_stage(run, earlier["curation"]), _policies_load_later),
+        Stage("policy_sft_rl", lambda earlier: rl_stage(run, earlier["search"]), _policies_load_later),
+        Stage("evaluation", lambda _earlier: evaluation_stage(run), lambda _earlier: evaluation_stage(run)),
+    ]
+    if needs_builtin(run.cfg.actions):
+        stages.insert(
+            0, Stage("action_model", lambda _earlier: action_model_stage(run), lambda _earlier: read_action_model(run))
+        )
+    return stages
+
+
+def _policies_load_later(_earlier) -> None:
+    """A finished policy stage has no result to read back: evaluation loads the policies from their directories."""
 
 
 def action_model_stage(run: ConductorRun) -> list:
-    """SFT of the built-in action model (``run_dir/action_model/``) when some SQL-writing action has no checkpoint;
-    its handlers join the run's. Returns the loss curve."""
-    cfg, tok = run.cfg, run.tok
-    if not needs_builtin(cfg.actions):
-        return []
-    out = run.run_dir / "action_model"
-    if run.skip("action_model"):
-        action_model, curve = from_pretrained(out), run.metrics("action_model")["loss_curve"]
-    else:
-        t = time.perf_counter()
-        action_model, curve = train_conductor_sft(
-            new_model(cfg.action.shape, tok, cfg.seed),
-            [SFTSample(*encode_pair(tok, p, t_)) for p, t_ in run.pairs],
-            steps=cfg.action.steps,
-            batch_size=cfg.action.batch_size,
-            lr=cfg.action.lr,
-            pad_id=pad_id(tok),
-            seed=cfg.seed,
-            max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len),
-            log=run.log,
-            on_log=run.to_tensorboard("action_sft"),
-            desc="action model sft",
-            **run.trainer("action_sft"),
-            checkpoint_every=cfg.checkpoint_every,
-        )
-        save_pretrained(action_model, out)
-        run.finish("action_model", {"loss_curve": curve, "seconds": time.perf_counter() - t})
-    handlers = builtin_action_handlers(cfg, tok, action_model)
-    run.greedy_actions["action"], run.sampled_actions["action"] = handlers[True], handlers[False]
+    """SFT of the built-in action model (``run_dir/action_model/``); its handlers join the run's. Returns the
+    loss curve."""
+    cfg, tok, t = run.cfg, run.tok, time.perf_counter()
+    action_model, curve = train_conductor_sft(
+        new_model(cfg.action.shape, tok, cfg.seed),
+        [SFTSample(*encode_pair(tok, p, t_)) for p, t_ in run.pairs],
+        steps=cfg.action.steps,
+        batch_size=cfg.action.batch_size,
+        lr=cfg.action.lr,
+        pad_id=pad_id(tok),
+        seed=cfg.seed,
+        max_len=min(cfg.action.max_train_len, cfg.action.shape.max_len),
+        log=run.log,
+        on_log=run.to_tensorboard("action_sft"),
+        desc="action model sft",
+        **run.trainer("action_sft"),
+        checkpoint_every=cfg.checkpoint_every,
+    )
+    save_pretrained(action_model, run.run_dir / "action_model")
+    run.finish("action_model", {"loss_curve": curve, "seconds": time.perf_counter() - t})
+    _use_action_model(run, action_model)
     return curve
+
+
+def read_action_model(run: ConductorRun) -> list:
+    """The finished action model's handlers join the run's; returns its loss curve."""
+    _use_action_model(run, from_pretrained(run.run_dir / "action_model"))
+    return run.metrics("action_model")["loss_curve"]
+
+
+def _use_action_model(run: ConductorRun, action_model) -> None:
+    handlers = builtin_action_handlers(run.cfg, run.tok, action_model)
+    run.greedy_actions["action"], run.sampled_actions["action"] = handlers[True], handlers[False]
 
 
 def search_stage(run: ConductorRun) -> list:
     """MCTS exploration of every exploration question with stability re-executions and reasoning augmentation
     (``run_dir/search/searches.pkl``: the ``QuestionSearch``es, their states without the env)."""
     out = run.run_dir / "search" / "searches.pkl"
-    if run.skip("search"):
-        return pickle.loads(out.read_bytes())
     cfg, t = run.cfg, time.perf_counter()
     reasoner = CachedReasoner(augmented_reasoning, run.run_dir / "reasoning_cache.json")
     searches = CallBatcher(run.sampled_actions).run(
@@ -139,8 +170,6 @@ def curation_stage(run: ConductorRun, searches) -> list:
     """Top-k stable workflows per question with power-normalised weights (``run_dir/curation/curated.jsonl`` to
     read, ``curated.pkl`` with the trajectories)."""
     out = run.run_dir / "curation" / "curated.pkl"
-    if run.skip("curation"):
-        return pickle.loads(out.read_bytes())
     p = run.cfg.policy
     curated = [
         c
@@ -156,8 +185,6 @@ def curation_stage(run: ConductorRun, searches) -> list:
 
 def policy_sft_stage(run: ConductorRun, curated) -> None:
     """Stability-weighted SFT of a fresh policy with <results> masked (``run_dir/policy_sft/``)."""
-    if run.skip("policy_sft"):
-        return
     cfg, tok, p, t = run.cfg, run.tok, run.cfg.policy, time.perf_counter()
     samples = [SFTSample(*results_mask(tok, c.trajectory), weight=c.weight) for c in curated]
     policy, curve = new_model(p.shape, tok, cfg.seed + 1), []
@@ -186,8 +213,6 @@ def policy_sft_stage(run: ConductorRun, curated) -> None:
 
 def rl_stage(run: ConductorRun, searches) -> None:
     """Curriculum GRPO of the SFT policy on the hard exploration questions (``run_dir/policy_sft_rl/``)."""
-    if run.skip("policy_sft_rl"):
-        return
     cfg, t = run.cfg, time.perf_counter()
     hard = curriculum(run.explore_ex, {s.question_id: s.best_stability for s in searches}, cfg.rl.hard_threshold)
     policy, history = train_grpo(
