@@ -23,12 +23,12 @@ sys.path.insert(0, str(ROOT))
 from rewardsql_jax.config import apply_overrides, load_config
 from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed, speaker
 from rewardsql_jax.planning.launch import split_plan_overrides
+from rewardsql_jax.planning.memory_check import WillNotFit
+from rewardsql_jax.planning.stage_memory import plan_stages
 from rewardsql_jax.plugins import load_plugins, plugin_overrides
-from rewardsql_jax.stages.memory_check import WillNotFit
 from rewardsql_jax.stages.report import print_summary
 from rewardsql_jax.stages.runner import run_pipeline
 from rewardsql_jax.stages.stage_config import StageConfigChanged
-from rewardsql_jax.stages.stage_memory import plan_stages
 from rewardsql_jax.training.preemption import EXIT_CODE as PREEMPTED_EXIT
 from rewardsql_jax.training.preemption import Preempted
 

@@ -77,9 +77,8 @@ def main(argv=None) -> int:
             cfg = dataclasses.replace(cfg, mesh=dataclasses.replace(cfg.mesh, data=d, fsdp=f, tensor=t))
         plan = plan_from_run_config(cfg, devices=n, hbm_gb=hbm, compile_layers=args.compile_layers)
     else:
+        from rewardsql_jax.models.presets import preset_config
         from rewardsql_jax.models.registry import config_from_json
-
-        from .presets import preset_config
 
         model = preset_config(args.model) if args.model else config_from_json(args.config_json)
         plan = plan_memory(

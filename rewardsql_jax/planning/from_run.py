@@ -8,12 +8,12 @@ from pathlib import Path
 from rewardsql_jax.models.config import ModelConfig
 from rewardsql_jax.models.fresh import fresh_config
 from rewardsql_jax.models.gguf import find_gguf_file
+from rewardsql_jax.models.presets import PRESETS, preset_config
 from rewardsql_jax.models.pretrained import pretrained_config
 from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.rl.rollouts import sampler_prompts
 
 from .aot import plan_memory
-from .presets import PRESETS, preset_config
 from .result import Plan
 
 

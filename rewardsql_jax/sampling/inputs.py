@@ -13,6 +13,9 @@ def pad_id(tokenizer) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
+# prompts per sampler call of the stages that sample in fixed-size calls (inference, PRM labelling): every call
+# has one shape (the last padded), and the memory plan sizes their sampler at it
+PROMPTS_PER_CALL = 8
 GEN_ROUND = 16  # generation capacity is rounded up to this, so nearby max_new_tokens share a compile
 PREFIX_ROUND = 32  # a shared prompt prefix is cut down to a multiple of this (few prefill shapes)
 SUFFIX_ROUND = 32  # what follows a shared prefix is padded up to a multiple of this

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from rewardsql_jax.distributed import is_primary, process_count
 from rewardsql_jax.models.sharding import placement
 from rewardsql_jax.rewards.prm_scoring import PRMScorer, aggregate_steps
+from rewardsql_jax.sampling.inputs import PROMPTS_PER_CALL
 
 from .context import RunContext
 from .generation import generate_sql
@@ -101,7 +102,7 @@ def run_inference(ctx: RunContext) -> dict:
             (ctx.stage_dir("inference") / "predictions.json").write_text(json.dumps(preds, indent=1))
         return ctx.finish("inference", {"questions": len(records), "policies": [], "source": inf.predictions_file})
     found = policies(ctx)
-    chunks = owned_chunks(len(records), CHUNK)
+    chunks = owned_chunks(len(records), PROMPTS_PER_CALL)
     placements: dict = {}
     mine = _predict(ctx, records, found, chunks, placements)
     preds, shares = merge_shares(ctx.stage_dir("inference"), mine, chunks, len(records))
@@ -127,7 +128,6 @@ def run_inference(ctx: RunContext) -> dict:
     )
 
 
-CHUNK = 8  # questions per unit of work: chunk c is predicted by process c mod P
 GREEDY_CALL, SAMPLE_CALL = 32, 16  # a database's questions per sampler call: greedy, and N samples each
 
 
@@ -151,7 +151,7 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
     they do not depend on the process or on the questions beside it. Every model is sharded over this
     process's devices (``host_mesh``); ``placements`` gets where each lives."""
     cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
-    mine = [i for c in chunks for i in range(c * CHUNK, min((c + 1) * CHUNK, len(records)))]
+    mine = [i for c in chunks for i in range(c * PROMPTS_PER_CALL, min((c + 1) * PROMPTS_PER_CALL, len(records)))]
     preds = {i: {"question_id": records[i]["question_id"], "db_id": records[i]["db_id"]} for i in mine}
     final_stage, n = list(found)[-1], len(records)
 
@@ -228,7 +228,7 @@ def merge_shares(out: Path, mine: list[dict], chunks: list[int], n_questions: in
     """Every process's predictions in eval order, written once by the primary to ``predictions.json``, and the
     processes' shares (``{"chunks", "items"}``)."""
     shares = exchange_shares(out, "predictions", {"chunks": chunks, "items": mine})
-    merged = in_chunk_order(shares, CHUNK, n_questions)
+    merged = in_chunk_order(shares, PROMPTS_PER_CALL, n_questions)
     if is_primary():
         (out / "predictions.json").write_text(json.dumps(merged, indent=1))
     return merged, shares

@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from rewardsql_jax.distributed import barrier, is_primary
 from rewardsql_jax.models.sharding import placement
+from rewardsql_jax.sampling.inputs import PROMPTS_PER_CALL
 from rewardsql_jax.search.omega_prm import (
     LabelledRollout,
     OmegaPRMConfig,
@@ -54,7 +55,6 @@ from .shares import exchange_shares, in_chunk_order, owned_chunks
 
 STEP_SEPARATOR = "\n\n"
 UNPARSEABLE = ("search", "negative", "drop")
-PROMPTS_PER_CALL = 8  # prompts per sampler call; the last call is padded so every call has one shape
 
 
 def raw_steps(text: str) -> tuple:

@@ -348,15 +348,6 @@ class MeshConfig:
         require_positive(self, "micro_batches")
 
 
-def raise_micro_batches(config, stage: str) -> str:
-    """The advice to split the ``stage`` (sft, prm or rl) train step into more micro-batches, naming its setting."""
-    n = config.micro_batches(stage)
-    if stage not in ("sft", "prm"):
-        return f"raise mesh.micro_batches (now {n})"
-    own = getattr(config, stage).micro_batches
-    return f"raise {stage}.micro_batches (now {n}{'' if own else ', from mesh.micro_batches'})"
-
-
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """Everything ``launch/run.py`` needs; ``stages`` picks which of ``STAGES`` run (in pipeline order)."""
@@ -374,7 +365,7 @@ class RunConfig:
     prm: PRMConfig = PRMConfig()
     rl: RLConfig = RLConfig()
     inference: InferenceConfig = InferenceConfig()
-    memory_check: str = "auto"  # AOT memory estimate before training: auto | on | off (stages/memory_check.py)
+    memory_check: str = "auto"  # AOT memory estimate before training: auto | on | off (planning/memory_check.py)
     memory_limit_gb: float = 0.0  # per-device memory the check compares with; 0 = the device's own
     resume: str = "check"  # finished stages: check (stop if their settings changed) | accept_changes
     plugins: tuple = ()  # user .py files imported before the run (their losses / RL algorithms);

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rewardsql_jax.distributed import barrier, is_primary, speaker
+from rewardsql_jax.planning.memory_check import check_memory
 from rewardsql_jax.plugins import load_plugins
 
 from .context import RunContext
-from .memory_check import check_memory
 from .policy import check_model_path
 from .run_config import STAGES, RunConfig
 from .stage_config import changed_keys, refuse_changed

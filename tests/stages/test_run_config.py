@@ -77,7 +77,7 @@ def test_the_sft_stage_trains_in_its_own_micro_batches(tmp_path, monkeypatch):
 
 def test_model_remat_recomputes_layers_in_the_train_steps_same_loss_less_memory(tmp_path):
     """``model.remat=true``: the SFT stage's loss curve is unchanged and the compiled SFT step's peak is lower."""
-    from rewardsql_jax.stages.train_memory import train_step_memory
+    from rewardsql_jax.planning.train_memory import train_step_memory
 
     curves = {}
     for remat in (False, True):

@@ -138,3 +138,12 @@ def train_state_bytes(config, devices) -> tuple[int, int, int]:
         shard_bytes(state.ref_params, sh.ref_params),
         shard_bytes(state.opt_state, sh.opt_state),
     )
+
+
+def raise_micro_batches(config, stage: str) -> str:
+    """The advice to split the ``stage`` (sft, prm or rl) train step into more micro-batches, naming its setting."""
+    n = config.micro_batches(stage)
+    if stage not in ("sft", "prm"):
+        return f"raise mesh.micro_batches (now {n})"
+    own = getattr(config, stage).micro_batches
+    return f"raise {stage}.micro_batches (now {n}{'' if own else ', from mesh.micro_batches'})"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rewardsql_jax.stages import memory_check, runner
+from rewardsql_jax.planning import memory_check
+from rewardsql_jax.stages import runner
 from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig, SFTConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,13 +77,25 @@ def test_the_grpo_rl_plan_reports_its_oom(tmp_path, ran):
     assert ran == []
 
 
-@pytest.mark.parametrize("stage,algorithm", [("prm", "grpo"), ("rl", "dpo"), ("rl", "rs"), ("rl", "reinforce_pp")])
+@pytest.mark.parametrize("stage,algorithm", [("prm", "grpo"), ("rl", "dpo"), ("rl", "rs")])
 def test_every_training_step_can_be_planned(tmp_path, stage, algorithm):
     cfg = _cfg(tmp_path, rl=dataclasses.replace(TINY.rl, algorithm=algorithm))
     import jax
 
     fit = memory_check.check_stage(cfg, stage, jax.devices(), int(100e9))
     assert fit.ok and 0 < fit.peak_bytes < 100e9 and f"{stage} train step" in fit.message
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "reinforce_pp"])
+def test_every_online_algorithm_gets_the_whole_rl_plan(tmp_path, algorithm):
+    """The RL plan (train step and sampler) covers every online algorithm, whatever batch field its loss reads
+    (reinforce_pp's token rewards too: it was planned by its train step alone while the planner took only grpo)."""
+    cfg = _cfg(tmp_path, rl=dataclasses.replace(TINY.rl, algorithm=algorithm))
+    import jax
+
+    assert memory_check.planned_by_the_rl_plan(cfg)
+    fit = memory_check.check_stage(cfg, "rl", jax.devices(), int(100e9))
+    assert fit.ok and 0 < fit.peak_bytes < 100e9 and fit.message.startswith("fits: peak")
 
 
 def test_off_skips_the_check(tmp_path, ran):

@@ -8,14 +8,14 @@ devices (``planning.sampling_memory``), in the dtype the stages load them in (``
 budget, as the RL stage cuts them).
 
   sft         the compiled SFT train step (policy + AdamW moments + activations).
-  prm_labels  SFT policy + the sampler of one call: ``prm_labels.PROMPTS_PER_CALL`` prompts (prompt + a prefix
+  prm_labels  SFT policy + the sampler of one call: ``sampling.inputs.PROMPTS_PER_CALL`` prompts (prompt + a prefix
               of up to ``prm_labels.max_new_tokens`` tokens) x max(rollouts_per_question, completions_per_step)
               samples of ``prm_labels.max_new_tokens``.
   prm         the compiled PRM train step.
   rl          train step (compiled) | sampler of one call (compiled for the grpo plan, else analytic) with the
               train state resident | PRM scoring of ``SCORER_BATCH`` rows with the train state resident; the
               PRM scorer's weights in every phase when ``RLAlgorithm.uses_prm(rl)``.
-  inference   final policy + PRM scorer + max(sampler of ``inference.CHUNK`` prompts x ``best_of_n`` samples
+  inference   final policy + PRM scorer + max(sampler of ``PROMPTS_PER_CALL`` prompts x ``best_of_n`` samples
               of ``inference.max_new_tokens``, PRM scoring); while the next policy loads, two policies.
 """
 
@@ -23,24 +23,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rewardsql_jax.planning import model_config_of, planning_mesh
-from rewardsql_jax.planning.result import GB, Held, StageMemory
-from rewardsql_jax.planning.sampling_memory import (
+from rewardsql_jax.rewards.prm_scoring import SCORER_BATCH, SCORER_LENGTH_MULTIPLE
+from rewardsql_jax.rl import get_algorithm
+from rewardsql_jax.rl.rollouts import sampler_prompts
+from rewardsql_jax.sampling.inputs import PROMPTS_PER_CALL, prompt_width
+
+from .aot import planning_mesh
+from .from_run import model_config_of
+from .result import GB, Held, StageMemory
+from .sampling_memory import (
     forward_activation_bytes,
     host_sampling_mesh,
     loaded_config,
     sampler_cache_bytes,
     weight_bytes,
 )
-from rewardsql_jax.rewards.prm_scoring import SCORER_BATCH, SCORER_LENGTH_MULTIPLE
-from rewardsql_jax.rl import get_algorithm
-from rewardsql_jax.rl.rollouts import sampler_prompts
-from rewardsql_jax.sampling.inputs import prompt_width
-
-from .inference import CHUNK
-from .prm_labels import PROMPTS_PER_CALL
-from .run_config import raise_micro_batches
-from .train_memory import planned_by_the_rl_plan, train_state_bytes, train_step_memory
+from .train_memory import planned_by_the_rl_plan, raise_micro_batches, train_state_bytes, train_step_memory
 
 ROW_STAGES = ("sft", "prm_labels", "prm", "rl", "inference")
 MORE_HOSTS = "hosts with more local devices (the sampling models shard over one host's devices)"
@@ -181,7 +179,7 @@ def _inference_row(c: _Counter) -> StageMemory:
     )
     policy = Held("policy weights", c.weights)
     held = [policy] + ([Held("PRM scorer weights", c.weights)] if prm else [])
-    phases = {"sampler": [*held, *c.sampler(CHUNK, inf.best_of_n, prompt_budget(cfg), inf.max_new_tokens)]}
+    phases = {"sampler": [*held, *c.sampler(PROMPTS_PER_CALL, inf.best_of_n, prompt_budget(cfg), inf.max_new_tokens)]}
     if prm:
         phases["PRM scoring"] = [*held, c.scoring(inf.max_new_tokens)]
     if two_policies:

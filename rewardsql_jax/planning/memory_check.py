@@ -23,9 +23,8 @@ from __future__ import annotations
 import os
 import time
 
-from .run_config import raise_micro_batches
 from .stage_memory import ROW_STAGES, stage_rows
-from .train_memory import planned_by_the_rl_plan, train_step_memory
+from .train_memory import planned_by_the_rl_plan, raise_micro_batches, train_step_memory
 
 MODES = ("auto", "on", "off")
 HOW_TO_DISABLE = "set memory_check=off to skip this check"

@@ -7,9 +7,10 @@ import dataclasses
 import jax
 import pytest
 
+from rewardsql_jax.planning import memory_check, stage_memory
 from rewardsql_jax.planning.from_run import model_config_of
 from rewardsql_jax.planning.sampling_memory import host_sampling_mesh, loaded_config, sampler_cache_bytes, weight_bytes
-from rewardsql_jax.stages import memory_check, runner, stage_memory
+from rewardsql_jax.stages import runner
 from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig, SFTConfig
 
 TINY = RunConfig(

@@ -1,11 +1,12 @@
-"""Architectures of the models the paper trains, from their HF ``config.json`` files, for planning
-without a checkpoint on disk (``python -m rewardsql_jax.planning --model qwen2.5-coder-7b``)."""
+"""Architectures of the models the paper trains, from their HF ``config.json`` files: the model family's
+presets, for building or planning a model without a checkpoint on disk
+(``python -m rewardsql_jax.planning --model qwen2.5-coder-7b``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rewardsql_jax.models.config import ModelConfig
+from .config import ModelConfig
 
 # Qwen/Qwen2.5-Coder-{7B,32B}-Instruct config.json (untied embeddings, q/k/v bias, rope_theta 1e6).
 _QWEN25_CODER = {
