@@ -1,4 +1,4 @@
-"""Flax NNX decoder models (Qwen2, Llama families), HF and GGUF checkpoint I/O, sharding rules, PRM head."""
+"""Flax NNX decoder models (Qwen2, Llama architectures), HF and GGUF checkpoint I/O, sharding rules, PRM head."""
 
 from .config import ModelConfig
 from .fresh import fresh_config, fresh_model
@@ -13,6 +13,14 @@ from .prm_head import (
     step_scores,
     step_tag_ids,
 )
-from .registry import FAMILIES, MODEL_CLASSES, build_model, config_from_hf, config_to_hf, family_of, hf_key_table
+from .registry import (
+    ARCHITECTURES,
+    MODEL_CLASSES,
+    architecture_of,
+    build_model,
+    config_from_hf,
+    config_to_hf,
+    hf_key_table,
+)
 from .sharding import DEFAULT_RULES, AxisRules, batch_sharding, logical_to_spec, make_mesh, param_shardings, shard_model
 from .transformer import CausalLM, KVCache, init_cache

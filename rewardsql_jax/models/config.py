@@ -1,4 +1,4 @@
-"""Model configuration: one frozen dataclass for every decoder family (each family parses its checkpoints' configs
+"""Model configuration: one frozen dataclass for every decoder architecture (each architecture parses its checkpoints' configs
 into it: ``registry.config_from_hf``, ``gguf.gguf_config``)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class ModelConfig:
     (fp32 master weights with bf16 compute is ``param_dtype="float32", dtype="bfloat16"``).
     """
 
-    model_type: str  # the family (registry.FAMILIES)
+    model_type: str  # the architecture (registry.ARCHITECTURES)
     vocab_size: int
     hidden_size: int
     intermediate_size: int

@@ -1,8 +1,8 @@
 """GGUF checkpoint (llama.cpp, Ollama, LM Studio) -> NNX model, one dequantised tensor at a time.
 
 The file is memory-mapped (``gguf.GGUFReader``); its ``<arch>.*`` metadata become the ``ModelConfig`` through the
-architecture's family (``registry.gguf_family``). Each tensor is dequantised to fp32 with the ``gguf`` package,
-reordered (llama.cpp permutes the Q/K rows of llama-architecture models for its interleaved RoPE; the family says
+architecture (``registry.architecture_of_gguf``). Each tensor is dequantised to fp32 with the ``gguf`` package,
+reordered (llama.cpp permutes the Q/K rows of llama-architecture models for its interleaved RoPE; the architecture says
 whether), cast to the parameter dtype and placed in its sharding before the next one is read, so loading never
 holds a second copy of the model on the host. The quantisation error stays in the weights: fine-tuning starts
 from the dequantised values as fp32 master weights.
@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 from jax.sharding import Mesh
 
+from .architecture import Architecture, KeyMap
 from .config import ModelConfig
-from .family import KeyMap, ModelFamily
 from .loading import load_parameters, place
-from .registry import gguf_family
+from .registry import architecture_of_gguf
 from .sharding import AxisRules
 from .transformer import CausalLM
 
@@ -80,18 +80,18 @@ def gguf_metadata(reader) -> dict[str, Any]:
 
 
 def gguf_config(path, **overrides) -> ModelConfig:
-    """The ``ModelConfig`` of a GGUF file (its metadata, through its architecture's family), without reading
+    """The ``ModelConfig`` of a GGUF file (its metadata, through its architecture), without reading
     tensor data."""
     path = Path(path)
-    _, fields = _family_and_fields(open_gguf(path), path)
+    _, fields = _architecture_and_fields(open_gguf(path), path)
     return ModelConfig(**(fields | overrides))
 
 
-def _family_and_fields(reader, path: Path) -> tuple[ModelFamily, dict]:
+def _architecture_and_fields(reader, path: Path) -> tuple[Architecture, dict]:
     meta = gguf_metadata(reader)
     architecture = meta.get("general.architecture")
-    family = gguf_family(str(architecture), path)
-    return family, family.parse_gguf(meta, frozenset(t.name for t in reader.tensors))
+    arch = architecture_of_gguf(str(architecture), path)
+    return arch, arch.parse_gguf(meta, frozenset(t.name for t in reader.tensors))
 
 
 def dequantise(tensor, path: Path) -> np.ndarray:
@@ -136,10 +136,10 @@ def load_gguf(
 ) -> CausalLM:
     """A GGUF file as an NNX model (``pretrained.from_pretrained`` is the public entry point)."""
     reader = open_gguf(path)
-    family, fields = _family_and_fields(reader, path)
+    arch, fields = _architecture_and_fields(reader, path)
     cfg = ModelConfig(**(fields | dict(param_dtype=dtype, dtype=compute_dtype)))
     tensors = {t.name: t for t in reader.tensors}
-    table = family.gguf_keys(cfg)
+    table = arch.gguf_keys(cfg)
     _check_tensors(table, tensors, path, strict)
     permuted_heads = {"q_proj": cfg.num_attention_heads, "k_proj": cfg.num_key_value_heads}
 
@@ -151,7 +151,7 @@ def load_gguf(
                 f"shape mismatch for {row.key!r} in {path.name}: the file stores {w.shape}, its metadata imply "
                 f"{expect}; the file is inconsistent"
             )
-        if family.gguf_qk_permuted and len(row.path) > 1 and row.path[-2] in permuted_heads:
+        if arch.gguf_qk_permuted and len(row.path) > 1 and row.path[-2] in permuted_heads:
             w = unpermute_rows(w, permuted_heads[row.path[-2]])
         return place(np.ascontiguousarray(w.T if row.transpose else w, dtype=target_dtype), sharding)
 

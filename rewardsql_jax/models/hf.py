@@ -25,8 +25,8 @@ from jax.sharding import Mesh
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
+from .architecture import KeyMap
 from .config import ModelConfig, resolve_dtype
-from .family import KeyMap
 from .loading import load_parameters
 from .registry import config_from_json, config_to_hf, hf_key_table
 from .sharding import AxisRules

@@ -1,19 +1,19 @@
-"""Llama family (Llama 2/3, SmolLM2): GQA without q/k/v bias (unless ``attention_bias``, which biases o_proj too),
+"""Llama architecture (Llama 2/3, SmolLM2): GQA without q/k/v bias (unless ``attention_bias``, which biases o_proj too),
 RoPE, RMSNorm, SwiGLU. llama.cpp stores its Q/K rows permuted for interleaved RoPE; the GGUF loader undoes it."""
 
 from __future__ import annotations
 
 from flax import nnx
 
-from .config import ModelConfig
-from .family import (
+from .architecture import (
+    Architecture,
     BlockOptions,
     CheckpointNames,
-    ModelFamily,
     gguf_decoder_fields,
     hf_decoder_dict,
     hf_decoder_fields,
 )
+from .config import ModelConfig
 from .transformer import CausalLM
 
 BLOCK = BlockOptions(o_proj_bias=True)
@@ -81,7 +81,7 @@ def _parse_gguf(meta, tensor_names: frozenset[str]) -> dict:
     return gguf_decoder_fields(meta, tensor_names, GGUF_NAMES) | dict(model_type="llama", attention_bias=bias)
 
 
-LLAMA = ModelFamily(
+LLAMA = Architecture(
     model_type="llama",
     hf_architecture="LlamaForCausalLM",
     gguf_architecture="llama",

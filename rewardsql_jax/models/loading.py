@@ -14,8 +14,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, Sharding
 
+from .architecture import KeyMap
 from .config import ModelConfig
-from .family import KeyMap
 from .registry import build_model
 from .sharding import DEFAULT_RULES, AxisRules, variable_sharding
 from .transformer import CausalLM
@@ -47,7 +47,7 @@ def load_parameters(
     graphdef, state = nnx.split(abstract)
     flat = dict(nnx.to_flat_state(state))
     rows_by_path = {row.path: row for row in table}
-    if set(rows_by_path) != set(flat):  # a bug in a family's tables, not user input
+    if set(rows_by_path) != set(flat):  # a bug in a architecture's tables, not user input
         raise RuntimeError(f"key table and model parameters disagree: {set(rows_by_path) ^ set(flat)}")
     loaded = []
     for p, var in tqdm(flat.items(), desc=desc, unit="tensor", leave=False, disable=None):

@@ -1,4 +1,4 @@
-"""Architectures of the models the paper trains, from their HF ``config.json`` files: the model family's
+"""Architectures of the models the paper trains, from their HF ``config.json`` files: the model architecture's
 presets, for building or planning a model without a checkpoint on disk
 (``python -m rewardsql_jax.planning --model qwen2.5-coder-7b``)."""
 

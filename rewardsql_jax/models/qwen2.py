@@ -1,4 +1,4 @@
-"""Qwen2 family (Qwen2.5, Qwen2.5-Coder): GQA with q/k/v bias and none on o_proj, RoPE theta from the config, tied
+"""Qwen2 architecture (Qwen2.5, Qwen2.5-Coder): GQA with q/k/v bias and none on o_proj, RoPE theta from the config, tied
 or untied embeddings. Tensor names are Llama's in both formats; llama.cpp does not permute Qwen2's Q/K rows (it
 runs Qwen2 with NEOX, i.e. rotate-half, RoPE)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from flax import nnx
 
+from .architecture import Architecture, BlockOptions, gguf_decoder_fields, hf_decoder_dict, hf_decoder_fields
 from .config import ModelConfig
-from .family import BlockOptions, ModelFamily, gguf_decoder_fields, hf_decoder_dict, hf_decoder_fields
 from .llama import GGUF_NAMES, HF_NAMES
 from .transformer import CausalLM
 
@@ -35,7 +35,7 @@ def _parse_gguf(meta, tensor_names: frozenset[str]) -> dict:
     return gguf_decoder_fields(meta, tensor_names, GGUF_NAMES) | dict(model_type="qwen2", attention_bias=True)
 
 
-QWEN2 = ModelFamily(
+QWEN2 = Architecture(
     model_type="qwen2",
     hf_architecture="Qwen2ForCausalLM",
     gguf_architecture="qwen2",

@@ -1,4 +1,4 @@
-"""Decoder-only transformer shared by the Qwen2 and Llama families (Flax NNX).
+"""Decoder-only transformer shared by the Qwen2 and Llama architectures (Flax NNX).
 
 GQA attention with RoPE (HF "rotate_half" layout), RMSNorm, SwiGLU MLP, optional q/k/v bias, tied or
 untied embeddings. Every parameter carries ``logical_axes`` metadata that ``models.sharding`` maps to
@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
+from .architecture import BlockOptions
 from .config import ModelConfig
-from .family import BlockOptions
 
 
 def _param(rngs: nnx.Rngs, init, shape, dtype, logical_axes) -> nnx.Param:
@@ -382,7 +382,7 @@ class DecoderLayer(nnx.Module):
 class CausalLM(nnx.Module):
     """Decoder-only causal LM. ``model(input_ids, attention_mask=None) -> logits [B, T, V]`` (fp32).
 
-    A family's subclass (``llama.py``, ``qwen2.py``) passes its ``BlockOptions``."""
+    A architecture's subclass (``llama.py``, ``qwen2.py``) passes its ``BlockOptions``."""
 
     def __init__(self, cfg: ModelConfig, *, block: BlockOptions, rngs: nnx.Rngs):
         self.config = cfg

@@ -12,7 +12,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from rewardsql_jax.models.registry import config_from_hf, family_of
+from rewardsql_jax.models.registry import architecture_of, config_from_hf
 
 
 def llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -26,11 +26,11 @@ def write_gguf(model, path, qtype: str = "F32", *, architecture: str | None = No
     ``tokenizer_from`` (whose vocabulary size must be the model's)."""
     path = Path(path)
     cfg = config_from_hf(model.config.to_dict())
-    family = family_of(cfg.model_type)
-    arch = architecture or family.gguf_architecture
+    arch = architecture_of(cfg.model_type)
+    gguf_name = architecture or arch.gguf_architecture
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
-    hf_rows = {row.path: row.key for row in family.hf_keys(cfg)}
-    w = gguf.GGUFWriter(str(path), arch)
+    hf_rows = {row.path: row.key for row in arch.hf_keys(cfg)}
+    w = gguf.GGUFWriter(str(path), gguf_name)
     w.add_block_count(cfg.num_hidden_layers)
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
@@ -53,9 +53,9 @@ def write_gguf(model, path, qtype: str = "F32", *, architecture: str | None = No
                 w.add_key_value(field.name, field.contents(), field.types[0], sub)
     quant = gguf.GGMLQuantizationType[qtype]
     heads = {"q_proj": cfg.num_attention_heads, "k_proj": cfg.num_key_value_heads}
-    for row in family.gguf_keys(cfg):
+    for row in arch.gguf_keys(cfg):
         t = sd[hf_rows[row.path]]
-        if family.gguf_qk_permuted and len(row.path) > 1 and row.path[-2] in heads:
+        if arch.gguf_qk_permuted and len(row.path) > 1 and row.path[-2] in heads:
             t = llama_cpp_permute(t, heads[row.path[-2]])
         if t.ndim == 1 or quant == gguf.GGMLQuantizationType.F32:
             w.add_tensor(row.key, t.astype(np.float32))

@@ -1,12 +1,12 @@
-"""What a model family declares: its HF config parse/emit, checkpoint tensor names (HF and GGUF), block options.
+"""What a model architecture declares: its HF config parse/emit, checkpoint tensor names (HF and GGUF), block options.
 
-One ``ModelFamily`` per file (``llama.py``, ``qwen2.py``); ``registry.py`` maps a ``model_type`` / HF architecture /
+One ``Architecture`` per file (``llama.py``, ``qwen2.py``); ``registry.py`` maps a ``model_type`` / HF architecture /
 GGUF architecture to it. The shared decoder (``transformer.py``) reads only ``BlockOptions``; the loaders
-(``hf.py``, ``gguf.py``) read only the family's tables, so no module outside a family file branches on its name.
+(``hf.py``, ``gguf.py``) read only the architecture's tables, so no module outside a architecture file branches on its name.
 
-Adding a family (e.g. Gemma3) is one file: its ``CausalLM`` subclass, its ``BlockOptions`` (plus any option the
+Adding a architecture (e.g. Gemma3) is one file: its ``CausalLM`` subclass, its ``BlockOptions`` (plus any option the
 shared block does not have yet: Gemma3's q/k norms, sandwich norms, scaled embeddings, sliding-window layers), its
-HF and GGUF names, its config parse/emit, and one line in ``registry.FAMILIES``.
+HF and GGUF names, its config parse/emit, and one line in ``registry.ARCHITECTURES``.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ class KeyMap:
 
 @dataclasses.dataclass(frozen=True)
 class BlockOptions:
-    """Per-family choices of the shared decoder block.
+    """Per-architecture choices of the shared decoder block.
 
     ``o_proj_bias``: the attention output projection carries a bias when ``attention_bias`` (HF Llama) or never
-    (Qwen2, whose q/k/v carry one). RoPE is HF's rotate-half layout in every family; a GGUF file that stores Q/K
-    rows in llama.cpp's interleaved order is undone on load (``ModelFamily.gguf_qk_permuted``).
+    (Qwen2, whose q/k/v carry one). RoPE is HF's rotate-half layout in every architecture; a GGUF file that stores Q/K
+    rows in llama.cpp's interleaved order is undone on load (``Architecture.gguf_qk_permuted``).
     """
 
     o_proj_bias: bool
@@ -98,7 +98,7 @@ def key_table(cfg: ModelConfig, names: CheckpointNames, block: BlockOptions) -> 
 
 
 def hf_decoder_fields(d: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``ModelConfig`` fields every llama-style HF ``config.json`` spells the same way (the family adds its own).
+    """The ``ModelConfig`` fields every llama-style HF ``config.json`` spells the same way (the architecture adds its own).
     Unsupported RoPE scaling and sliding windows are refused: the shared block implements neither."""
     rope_scaling = d.get("rope_scaling")
     if rope_scaling and rope_scaling.get("rope_type", rope_scaling.get("type")) not in (None, "default"):
@@ -130,7 +130,7 @@ def hf_decoder_fields(d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def hf_decoder_dict(cfg: ModelConfig, architecture: str) -> dict[str, Any]:
-    """The ``config.json`` fields every llama-style family writes (the family adds its own)."""
+    """The ``config.json`` fields every llama-style architecture writes (the architecture adds its own)."""
     d: dict[str, Any] = dict(
         architectures=[architecture],
         model_type=cfg.model_type,
@@ -198,12 +198,12 @@ def _optional_int(value) -> int | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelFamily:
-    """Everything that differs between decoder families, declared in the family's file.
+class Architecture:
+    """Everything that differs between decoder architectures, declared in the architecture's file.
 
     ``parse_hf(d)``: ``ModelConfig`` fields of a HF ``config.json``; ``emit_hf(cfg)``: the ``config.json`` that
     transformers rebuilds the model from; ``parse_gguf(meta, tensor_names)``: fields of a GGUF file;
-    ``gguf_qk_permuted``: llama.cpp's converter reorders this family's Q/K rows for its interleaved RoPE (Llama
+    ``gguf_qk_permuted``: llama.cpp's converter reorders this architecture's Q/K rows for its interleaved RoPE (Llama
     yes, Qwen2 no), so the GGUF loader undoes it.
     """
 
