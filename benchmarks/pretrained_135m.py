@@ -516,7 +516,7 @@ def grpo_case(cfg, data: DefaultData, hf_model, prompts: int, samples: int, pad:
             per_token = per_token + beta * (torch.exp(d) - d - 1)
         return ((per_token * c_mask).sum(-1) / c_mask.sum(-1).clamp(min=1)).mean()
 
-    opt = OptimizerConfig(learning_rate=rl.lr, max_grad_norm=1.0)  # rl_setup.new_state's optimizer
+    opt = OptimizerConfig(learning_rate=rl.lr, max_grad_norm=1.0)  # stages.rl.setup.new_state's optimizer
     tokens = sum(len(p) + len(c) for p, c in zip(rows_prompts, completions))
     name = f"grpo {prompts}x{samples}"
     return TrainCase(name, f"{len(completions)}x{ids.shape[1]}", ours, torch_loss, opt, beta != 0.0, tokens)

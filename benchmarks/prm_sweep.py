@@ -30,6 +30,8 @@ POINTS: dict[str, tuple[str, ...]] = {
     "lr1e-4": ("prm.lr=1e-4",),
     "lr2e-5": ("prm.lr=2e-5",),
     "steps100": ("prm.steps=100",),
+    "steps100_balance_none": ("prm.steps=100", "prm.balance=none"),
+    "steps200": ("prm.steps=200",),
     "balance_none": ("prm.balance=none",),
     "annotated": ("prm.annotate_results=true",),
 }

@@ -2,7 +2,7 @@
 
 ``get_algorithm(name)`` / ``register_algorithm`` (``algorithm.py``), the built-ins in ``algorithms/`` (one
 module each), rollouts sampled and executed with overlapped host work (``rollouts.py``) and the train batch of
-an online update (``update.py``).
+an online update (``batches.py``: the ``Update`` an algorithm returns laid out as the train batch, its mini-batches).
 """
 
 from . import algorithms  # registers the built-ins
@@ -16,9 +16,9 @@ from .algorithm import (
     policy_loss,
     register_algorithm,
 )
+from .batches import Update, train_batch
 from .options import options_dict
 from .rollouts import RolloutSampler, Rollouts, sample_rollouts, score_rows
-from .update import Update, train_batch
 
 __all__ = [
     "OfflineAlgorithm",

@@ -202,7 +202,7 @@ class PRMConfig:
 
 @dataclasses.dataclass(frozen=True)
 class OnlineRLConfig:
-    """The settings of an online RL loop (``stages.rl_online.rl_iteration``), one section composed by both
+    """The settings of an online RL loop (``stages.rl.online.rl_iteration``), one section composed by both
     pipelines: Reward-SQL's ``RLConfig`` and SQLConductor's ``ConductorRLConfig`` add only their own fields.
 
     The algorithm and its loss (``rl.loss`` = "" keeps the algorithm's; ``rl.loss_options`` go over the options

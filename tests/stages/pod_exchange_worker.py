@@ -13,7 +13,7 @@ from rewardsql_jax.distributed import (
 )
 
 maybe_initialize_distributed()
-from rewardsql_jax.stages.rl_setup import prm_scores  # noqa: E402
+from rewardsql_jax.stages.rl.setup import prm_scores  # noqa: E402
 
 
 class CountingScorer:

@@ -129,7 +129,7 @@ def test_released_grpo_with_rm_coef_0_loads_no_prm_and_trains_as_with_it(base, t
     and trains to the same parameters as the same run that scores its rollouts with one (weighted 0)."""
     from rewardsql_jax.rl import rollouts
     from rewardsql_jax.rl.algorithms.grpo import GRPO
-    from rewardsql_jax.stages import rl_setup
+    from rewardsql_jax.stages.rl import setup as rl_setup
 
     # The tiny SFT policy is rarely right, and a group whose outcomes are all equal has zero advantages and moves
     # nothing; one right and one wrong answer per group makes both runs train.

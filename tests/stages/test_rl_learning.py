@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from rewardsql_jax.rl import Update
-from rewardsql_jax.rl import update as rl_update
+from rewardsql_jax.rl import batches as rl_batches
 from rewardsql_jax.rl.algorithms import dpo, rs
 from rewardsql_jax.stages.run_config import (
     ModelConfigSection,
@@ -94,14 +94,14 @@ def base(tmp_path_factory):
 def _flip_online(monkeypatch):
     """The control: every online algorithm's advantages (or REINFORCE++'s token rewards) with the sign flipped,
     at the one place they become a train batch."""
-    build = rl_update.train_batch
+    build = rl_batches.train_batch
 
     def flipped(ro, upd, **kw):
         if upd.advantages is not None:
             return build(ro, Update(upd.rewards, advantages=-np.asarray(upd.advantages)), **kw)
         return build(ro, Update(upd.rewards, token_values=[-np.asarray(v) for v in upd.token_values]), **kw)
 
-    monkeypatch.setattr(rl_update, "train_batch", flipped)
+    monkeypatch.setattr(rl_batches, "train_batch", flipped)
 
 
 def _flip_offline(monkeypatch):

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from rewardsql_jax.stages.rl_setup import prm_scorer_if_needed
+from rewardsql_jax.stages.rl.setup import prm_scorer_if_needed
 from rewardsql_jax.stages.run_config import RLConfig, RunConfig
 
 

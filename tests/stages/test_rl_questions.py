@@ -8,7 +8,7 @@ import pytest
 
 from rewardsql_jax.config import apply_overrides
 from rewardsql_jax.stages.context import RunContext
-from rewardsql_jax.stages.rl_setup import rl_data
+from rewardsql_jax.stages.rl.setup import rl_data
 from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, RunConfig
 from rewardsql_jax.stages.runner import run_pipeline
 from rewardsql_jax.stages.stage_config import StageConfigChanged, stage_settings

@@ -7,8 +7,11 @@ import pytest
 
 from rewardsql_jax.planning import from_run
 from rewardsql_jax.rl.rollouts import chunk_prompts, sampler_prompts
-from rewardsql_jax.stages import rl, rl_offline, rl_online, rl_setup
+from rewardsql_jax.stages import rl
 from rewardsql_jax.stages.context import RunContext
+from rewardsql_jax.stages.rl import offline as rl_offline
+from rewardsql_jax.stages.rl import online as rl_online
+from rewardsql_jax.stages.rl import setup as rl_setup
 from rewardsql_jax.stages.run_config import RLConfig, RunConfig
 
 

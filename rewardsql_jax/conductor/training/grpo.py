@@ -23,7 +23,7 @@ from rewardsql_jax import losses
 from rewardsql_jax.models.sharding import shard_model
 from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.rl.algorithm import OnlineAlgorithm
-from rewardsql_jax.stages.rl_online import RLInputs, rl_iteration
+from rewardsql_jax.stages.rl.online import RLInputs, rl_iteration
 from rewardsql_jax.stages.run_config import OnlineRLConfig
 from rewardsql_jax.training.batch import RLBatch
 from rewardsql_jax.training.collate import masked_rl_batch
@@ -85,7 +85,7 @@ class Episodes:
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeSource:
-    """The rollout source of ``stages.rl_online.rl_iteration`` for the orchestration policy: step i runs the next
+    """The rollout source of ``stages.rl.online.rl_iteration`` for the orchestration policy: step i runs the next
     ``rl.prompts_per_step`` curriculum questions (in order, wrapping) as ``rl.samples_per_prompt`` policy episodes
     each, sampled with seed ``seed + i``; actions run and SQL executes inside the episodes (phase ``generate``)."""
 
@@ -169,7 +169,7 @@ def train_grpo(
 ):
     """Run ``cfg.steps`` GRPO steps over the curriculum; returns (policy, per-step metrics).
 
-    Each step is the pipeline's online iteration (``stages.rl_online.rl_iteration``) with the episodes as its
+    Each step is the pipeline's online iteration (``stages.rl.online.rl_iteration``) with the episodes as its
     rollout source (``EpisodeSource``); the loss, its options and the advantages come from the registered
     ``conductor_curriculum_grpo`` algorithm (``curriculum_grpo.py``). One ``training.fit`` run: step i samples its
     questions and seed from ``(seed, i)`` alone, so with ``checkpoint_dir`` (a checkpoint every

@@ -16,7 +16,7 @@ from rewardsql_jax.rewards.rollout_rewards import (
 )
 
 from ..algorithm import OnlineAlgorithm, get_algorithm, register_algorithm
-from ..update import Update
+from ..batches import Update
 
 VARIANTS = ("paper", "released")
 

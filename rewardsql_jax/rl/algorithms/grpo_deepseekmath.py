@@ -4,7 +4,7 @@ group, each token's advantage the sum of the normalised scores of its step and t
 from __future__ import annotations
 
 from ..algorithm import register_algorithm
-from ..update import Update
+from ..batches import Update
 from .grpo import GroupRelativeAlgorithm, process_update
 
 

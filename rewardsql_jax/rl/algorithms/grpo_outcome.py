@@ -6,7 +6,7 @@ from __future__ import annotations
 from rewardsql_jax.rewards.rollout_rewards import outcome_advantages
 
 from ..algorithm import register_algorithm
-from ..update import Update
+from ..batches import Update
 from .grpo import GroupRelativeAlgorithm
 
 

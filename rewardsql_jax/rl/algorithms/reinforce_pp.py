@@ -9,7 +9,7 @@ import numpy as np
 from rewardsql_jax.rewards.rollout_rewards import clause_token_rewards
 
 from ..algorithm import OnlineAlgorithm, register_algorithm
-from ..update import Update
+from ..batches import Update
 
 
 @register_algorithm

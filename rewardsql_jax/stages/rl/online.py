@@ -29,23 +29,23 @@ import jax
 from rewardsql_jax.distributed import all_gather_objects, is_primary
 from rewardsql_jax.models.sharding import placement
 from rewardsql_jax.rl import RolloutSampler, get_algorithm, score_rows
-from rewardsql_jax.rl import update as rl_update
+from rewardsql_jax.rl import batches as rl_batches
 from rewardsql_jax.rl.algorithm import OnlineAlgorithm
 from rewardsql_jax.rl.dynamic_sampling import choose_groups, group_rows, informative_groups
 from rewardsql_jax.rl.rollouts import concat_rollouts, pick_questions, sampler_prompts
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.fit import fit
 
-from .context import RunContext
-from .policy import save_model
-from .rl_report import online_metrics, plot_learning_curve
-from .rl_setup import RLData, fit_options, new_state, prm_scorer_if_needed, prm_scores, rl_data, train_step
-from .run_config import OnlineRLConfig
+from ..context import RunContext
+from ..policy import save_model
+from ..run_config import OnlineRLConfig
+from .report import online_metrics, plot_learning_curve
+from .setup import RLData, fit_options, new_state, prm_scorer_if_needed, prm_scores, rl_data, train_step
 
 if TYPE_CHECKING:
     from rewardsql_jax.rewards.prm_scoring import PRMScorer
 
-    from .run_config import RLConfig
+    from ..run_config import RLConfig
 
 PHASES = ("generate", "execute", "reward", "advantage", "update")
 
@@ -93,7 +93,7 @@ class PromptSource:
         return concat_rollouts(parts)
 
     def train_batch(self, ro, upd):
-        return rl_update.train_batch(
+        return rl_batches.train_batch(
             ro,
             upd,
             field=self.field,
@@ -195,10 +195,10 @@ def rl_iteration(inputs: RLInputs, state, step: int):
         with timer.phase("update"):  # rl.epochs passes of rl.mini_batches optimizer steps over the rollouts
             ms = []
             for _epoch in range(rl.epochs):
-                for part in rl_update.mini_batches(batch, rl.mini_batches):
+                for part in rl_batches.mini_batches(batch, rl.mini_batches):
                     state, m = inputs.step_fn(state, part)
                     ms.append(m)
-            metrics = rl_update.mean_metrics(jax.device_get(ms))
+            metrics = rl_batches.mean_metrics(jax.device_get(ms))
     return state, {**source.record(step, ro, upd, metrics, timer.seconds, time.perf_counter() - t0), **extra}
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rewardsql_jax.rl.update import mean_metrics, mini_batches
+from rewardsql_jax.rl.batches import mean_metrics, mini_batches
 from rewardsql_jax.training.batch import GroupedRLBatch, RLBatch
 
 

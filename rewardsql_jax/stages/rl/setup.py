@@ -16,8 +16,8 @@ from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import make_train_step
 from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
-from .context import RunContext
-from .policy import load_model, trainable
+from ..context import RunContext
+from ..policy import load_model, trainable
 
 STOP_ENV = "REWARDSQL_RL_STOP_AFTER"
 

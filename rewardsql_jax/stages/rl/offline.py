@@ -27,9 +27,9 @@ from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.collate import batch_indices
 from rewardsql_jax.training.fit import fit
 
-from .context import RunContext
-from .policy import save_model
-from .rl_setup import fit_options, load_prm_scorer, new_state, prm_scores, rl_data, train_step
+from ..context import RunContext
+from ..policy import save_model
+from .setup import fit_options, load_prm_scorer, new_state, prm_scores, rl_data, train_step
 
 
 def candidates(ctx: RunContext, data, state) -> list[dict]:
