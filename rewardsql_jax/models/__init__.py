@@ -1,8 +1,11 @@
 """Flax NNX decoder models (Qwen2, Llama architectures), HF and GGUF checkpoint I/O, sharding rules, PRM head."""
 
+from .adapters import adapter_state, add_adapters, has_adapters, merge_adapters, without_adapters
 from .config import ModelConfig
 from .fresh import fresh_config, fresh_model
 from .hf import save_pretrained
+from .lora import LoRAConfig, LoRAParam
+from .lora_io import load_adapters, save_adapters
 from .pretrained import from_pretrained, pretrained_config
 from .prm_head import (
     StepTags,

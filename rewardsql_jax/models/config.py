@@ -7,6 +7,8 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from .lora import LoRAConfig
+
 ATTENTION_IMPLS = ("xla", "auto", "pallas_interpret", "reference")
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
@@ -48,6 +50,7 @@ class ModelConfig:
     param_dtype: str = "float32"
     attention_impl: str = "xla"  # xla | auto (Pallas on TPU/GPU, jnp reference on CPU) | pallas_interpret | reference
     remat: bool = False  # recompute each layer in the backward pass (activation memory ~ one layer)
+    lora: LoRAConfig = LoRAConfig()
 
     def __post_init__(self):
         if self.attention_impl not in ATTENTION_IMPLS:

@@ -25,6 +25,7 @@ from jax.sharding import Mesh
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
+from .adapters import merge_adapters
 from .architecture import KeyMap
 from .config import ModelConfig, resolve_dtype
 from .loading import load_parameters
@@ -157,7 +158,10 @@ def save_pretrained(model: CausalLM, path, *, dtype=None, max_shard_size="5GB") 
     Tensors are stored in the parameter dtype (or ``dtype``), in HF layout. Above ``max_shard_size``
     bytes the weights are split into ``model-0000i-of-0000n.safetensors`` with an index. Each
     tensor is gathered to host on its own (single-process); only one shard file is held at a time.
+    A LoRA model is written merged, ``W + A B * alpha / r`` (``adapters.merge_adapters``); its adapters alone
+    are ``lora_io.save_adapters``.
     """
+    model = merge_adapters(model)
     cfg: ModelConfig = model.config
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,7 @@ DEFAULT_RULES = AxisRules(
         ("kv_heads", "tensor"),
         ("mlp", "tensor"),
         ("norm", None),
+        ("lora_rank", None),  # LoRA adapters' rank axis (models.lora); their other axis follows the base kernel's
         # activations
         ("batch", ("data", "fsdp")),
         ("seq", None),

@@ -19,6 +19,7 @@ from flax import nnx, struct
 
 from .architecture import BlockOptions
 from .config import ModelConfig
+from .lora import LoRA, LoRAConfig
 
 
 def _param(rngs: nnx.Rngs, init, shape, dtype, logical_axes) -> nnx.Param:
@@ -29,17 +30,36 @@ _normal = jax.nn.initializers.normal(stddev=0.02)
 
 
 class Linear(nnx.Module):
-    """``y = x @ kernel (+ bias)``; kernel stored ``[in, out]`` (HF stores ``[out, in]``)."""
+    """``y = x @ kernel (+ bias)``; kernel stored ``[in, out]`` (HF stores ``[out, in]``). With ``lora`` (a
+    ``LoRAConfig`` that targets this projection) it adds the adapter's ``(x A B) * alpha / r`` (``models.lora``)."""
 
-    def __init__(self, d_in, d_out, *, bias, axes, cfg: ModelConfig, rngs: nnx.Rngs):
-        self.kernel = _param(rngs, _normal, (d_in, d_out), cfg.weight_dtype, axes)
+    def __init__(self, d_in, d_out, *, bias, axes, cfg: ModelConfig, rngs: nnx.Rngs, lora: LoRAConfig | None = None):
+        key = rngs.params()
+        self.kernel = nnx.Param(_normal(key, (d_in, d_out), cfg.weight_dtype), logical_axes=axes)
         self.bias = _param(rngs, jax.nn.initializers.zeros, (d_out,), cfg.weight_dtype, axes[1:]) if bias else None
         self.compute_dtype = cfg.compute_dtype
+        # the adapter's key is derived from the kernel's: the base weights draw as they do without adapters
+        self.lora = (
+            LoRA(
+                d_in,
+                d_out,
+                axes,
+                lora,
+                key=jax.random.fold_in(key, 1),
+                param_dtype=cfg.weight_dtype,
+                compute_dtype=cfg.compute_dtype,
+            )
+            if lora is not None
+            else None
+        )
 
     def __call__(self, x):
-        y = jnp.dot(x.astype(self.compute_dtype), self.kernel[...].astype(self.compute_dtype))
+        x = x.astype(self.compute_dtype)
+        y = jnp.dot(x, self.kernel[...].astype(self.compute_dtype))
         if self.bias is not None:
             y = y + self.bias[...].astype(self.compute_dtype)
+        if self.lora is not None:
+            y = y + self.lora(x)
         return y
 
 
@@ -285,11 +305,12 @@ class Attention(nnx.Module):
     def __init__(self, cfg: ModelConfig, block: BlockOptions, rngs: nnx.Rngs):
         d, h, hkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         bias = cfg.attention_bias
-        self.q_proj = Linear(d, h * hd, bias=bias, axes=("embed", "q_heads"), cfg=cfg, rngs=rngs)
-        self.k_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
-        self.v_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs)
+        lora = cfg.lora.on
+        self.q_proj = Linear(d, h * hd, bias=bias, axes=("embed", "q_heads"), cfg=cfg, rngs=rngs, lora=lora("q"))
+        self.k_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs, lora=lora("k"))
+        self.v_proj = Linear(d, hkv * hd, bias=bias, axes=("embed", "kv_heads"), cfg=cfg, rngs=rngs, lora=lora("v"))
         o_bias = block.has_o_proj_bias(cfg)
-        self.o_proj = Linear(h * hd, d, bias=o_bias, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs)
+        self.o_proj = Linear(h * hd, d, bias=o_bias, axes=("q_heads", "embed"), cfg=cfg, rngs=rngs, lora=lora("o"))
         self.cfg = cfg
 
     def __call__(self, x, cos, sin, mask, kv=None, write_index=None, attn_fn=None, heads_first=False):
@@ -315,18 +336,19 @@ class Attention(nnx.Module):
 
 
 class MLP(nnx.Module):
-    """SwiGLU: ``down(silu(gate(x)) * up(x))``; the gate / up half differentiated by hand (``swiglu``)."""
+    """SwiGLU: ``down(silu(gate(x)) * up(x))``; the gate / up half differentiated by hand (``swiglu``) unless a bias or
+    an adapter joins their pre-activations (plain autodiff then: with adapters the frozen kernels need no gradient)."""
 
     def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
-        d, f, bias = cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias
-        self.gate_proj = Linear(d, f, bias=bias, axes=("embed", "mlp"), cfg=cfg, rngs=rngs)
-        self.up_proj = Linear(d, f, bias=bias, axes=("embed", "mlp"), cfg=cfg, rngs=rngs)
-        self.down_proj = Linear(f, d, bias=bias, axes=("mlp", "embed"), cfg=cfg, rngs=rngs)
+        d, f, bias, lora = cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias, cfg.lora.on
+        self.gate_proj = Linear(d, f, bias=bias, axes=("embed", "mlp"), cfg=cfg, rngs=rngs, lora=lora("gate"))
+        self.up_proj = Linear(d, f, bias=bias, axes=("embed", "mlp"), cfg=cfg, rngs=rngs, lora=lora("up"))
+        self.down_proj = Linear(f, d, bias=bias, axes=("mlp", "embed"), cfg=cfg, rngs=rngs, lora=lora("down"))
 
     def __call__(self, x):
         cdt = self.gate_proj.compute_dtype
         gate, up = self.gate_proj, self.up_proj
-        if gate.bias is not None:  # Llama with mlp_bias: plain autodiff (no profile has asked for more)
+        if gate.bias is not None or gate.lora is not None or up.lora is not None:
             return self.down_proj(jax.nn.silu(gate(x)) * up(x))
         return self.down_proj(swiglu(x.astype(cdt), gate.kernel[...].astype(cdt), up.kernel[...].astype(cdt)))
 
