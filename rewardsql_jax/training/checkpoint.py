@@ -2,7 +2,8 @@
 
 A checkpoint at step s holds params, optimizer state, step, RNG, the frozen reference (when the state has
 one) and the JSON state of the data iterator after the batches of steps 1..s, so a resumed run continues
-with exactly the next batch and reaches the same parameters as an uninterrupted one.
+with exactly the next batch and reaches the same parameters as an uninterrupted one. A LoRA state's params are
+its adapters: its base weights (``TrainState.frozen``) are not saved but come with the state restored into.
 """
 
 from __future__ import annotations

@@ -25,20 +25,22 @@ from flax import nnx
 from rewardsql_jax import losses
 from rewardsql_jax.distributed import to_global
 from rewardsql_jax.losses.shapes import ChoiceError
+from rewardsql_jax.models.adapters import dropout_on
 from rewardsql_jax.models.config import resolve_dtype
 from rewardsql_jax.models.registry import build_model
 
 from .families import FAMILY_OPTIONS, Family, family
 from .padding import RealRows, pad_batch, padded_rows
 from .sharding import batch_shardings, micro_batch_sharding, state_shardings
-from .state import TrainState
+from .state import TrainState, merge_model
 
 
-def with_compute_dtype(graphdef, params, compute_dtype):
-    """The graphdef of the same model computing in ``compute_dtype`` (weights keep their storage dtype)."""
+def with_compute_dtype(graphdef, params, compute_dtype, frozen=None):
+    """The graphdef of the same model computing in ``compute_dtype`` (weights keep their storage dtype);
+    ``frozen``: a LoRA state's base weights (``TrainState.frozen``)."""
     if compute_dtype is None:
         return graphdef
-    cfg = nnx.merge(graphdef, params).config
+    cfg = merge_model(graphdef, params, frozen).config
     name = resolve_dtype(compute_dtype).name
     if cfg.dtype == name:
         return graphdef
@@ -66,39 +68,48 @@ def loss_and_grads(
     loss_options: dict | None = None,
     micro_batches: int = 1,
     mesh=None,
+    frozen=None,
+    dropout_key=None,
 ):
     """Full-batch loss, its gradient w.r.t. ``params`` and the metrics, accumulated over micro-batches.
 
+    ``frozen``: the base weights of a LoRA model whose ``params`` are its adapters (``TrainState.frozen``; no
+    gradient is taken for them). ``dropout_key``: the key of the adapters' dropout (``LoRAConfig.dropout`` > 0),
+    one per micro-batch folded from it; without it, or without adapter dropout, the forward is deterministic.
     Returns ``(loss, grads, metrics)``; metrics of the loss function are averaged over micro-batches,
     ``loss`` and ``grads`` are exact (sum of numerators / sum of denominators).
     """
     spec = losses.spec(loss_name)
     fam = family(spec.family)
     opts = dict(loss_options or {})
-    ref_model = None if ref_params is None else nnx.merge(graphdef, jax.lax.stop_gradient(ref_params))
+    ref_model = None if ref_params is None else merge_model(graphdef, jax.lax.stop_gradient(ref_params), frozen)
     extra = {}
     if spec.prepare is not None:  # batch-global statistics, before the split into micro-batches
         assert fam.prepare is not None, f"losses.register refuses a prepare hook in family {spec.family!r}"
-        frozen = nnx.merge(graphdef, jax.lax.stop_gradient(params))
-        batch, opts, extra = fam.prepare(frozen, ref_model, batch, spec, opts)
+        fixed = merge_model(graphdef, jax.lax.stop_gradient(params), frozen)
+        batch, opts, extra = fam.prepare(fixed, ref_model, batch, spec, opts)
 
-    def numerator(p, mb):
-        w = fam.weighted(nnx.merge(graphdef, p), ref_model, mb, spec, opts)
+    def numerator(p, mb, key):
+        model = merge_model(graphdef, p, frozen)
+        if key is not None:
+            dropout_on(model, key)
+        w = fam.weighted(model, ref_model, mb, spec, opts)
         return w.total, (w.count, w.metrics)
 
     grad_fn = jax.value_and_grad(numerator, has_aux=True)
+    keys = None if dropout_key is None else jax.random.split(dropout_key, micro_batches)
     if micro_batches == 1:
-        (total, (count, metrics)), grads = grad_fn(params, batch)
+        (total, (count, metrics)), grads = grad_fn(params, batch, None if keys is None else keys[0])
     else:
 
-        def body(carry, mb):
+        def body(carry, xs):
             g_acc, t_acc, c_acc = carry
-            (t, (c, mets)), g = grad_fn(params, mb)
+            (t, (c, mets)), g = grad_fn(params, *xs)
             return (jax.tree.map(jnp.add, g_acc, g), t_acc + t, c_acc + c), mets
 
         zeros = jax.tree.map(jnp.zeros_like, params)
         (grads, total, count), stacked = jax.lax.scan(
-            body, (zeros, jnp.float32(0), jnp.float32(0)), _split_micro(batch, micro_batches, mesh)
+            body, (zeros, jnp.float32(0), jnp.float32(0)), (_split_micro(batch, micro_batches, mesh), keys)
         )
         metrics = jax.tree.map(lambda x: jnp.mean(x, axis=0), stacked)
     denom = jnp.maximum(count, 1.0)
@@ -108,6 +119,7 @@ def loss_and_grads(
 
 
 def _apply(state: TrainState, graphdef, batch, loss_name, options, micro_batches, mesh):
+    rng, dropout_key = jax.random.split(jax.random.wrap_key_data(state.rng))
     loss, grads, metrics = loss_and_grads(
         state.params,
         state.ref_params,
@@ -117,10 +129,11 @@ def _apply(state: TrainState, graphdef, batch, loss_name, options, micro_batches
         loss_options=options,
         micro_batches=micro_batches,
         mesh=mesh,
+        frozen=state.frozen,
+        dropout_key=dropout_key,
     )
     grad_norm = optax.tree.norm(grads)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    rng, _ = jax.random.split(jax.random.wrap_key_data(state.rng))
 
     # The non-finite guard as a branch, not as jnp.where(finite, new, old) over every leaf: with the select, the
     # old optimizer moments are read both by the fusion writing the new ones in place (donated) and by the
@@ -187,7 +200,7 @@ class TrainStep:
 
     def _build(self, state, batch, rows: int | None = None):
         """The jitted step for batches shaped like ``batch`` (already padded) holding ``rows`` real rows."""
-        graphdef = with_compute_dtype(self.graphdef, state.params, self.compute_dtype)
+        graphdef = with_compute_dtype(self.graphdef, state.params, self.compute_dtype, state.frozen)
         rows = batch.batch_size if rows is None else rows
         options = self.options
         if batch.batch_size != rows:  # the losses see each micro-batch's real rows only

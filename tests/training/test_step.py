@@ -11,11 +11,15 @@ import pytest
 from flax import nnx
 
 from rewardsql_jax import losses
+from rewardsql_jax.models import LoRAConfig, LoRAParam, build_model
+from rewardsql_jax.models.lora import TARGETS
 from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.logprobs import sequence_logprobs
+from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
+from rewardsql_jax.training.state import create_train_state
 from rewardsql_jax.training.step import loss_and_grads, make_train_step, with_compute_dtype
 
-from _train_tiny import preference_batch, prm_batch, rl_batch, rs_batch, sft_batch, tiny_state
+from _train_tiny import preference_batch, prm_batch, rl_batch, rs_batch, sft_batch, tiny_config, tiny_state
 
 TAGS = {"tag_token_ids": (3, 7)}
 CASES = {
@@ -168,3 +172,44 @@ def test_rs_step_is_sft_on_the_kept_candidates():
     np.testing.assert_allclose(float(m["kept_fraction"]), keep.mean(), atol=0)
     for a, b in zip(jax.tree.leaves(g_sft), jax.tree.leaves(g_rs)):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-6, rtol=0)
+
+
+def _host(tree):
+    return [np.array(x) for x in jax.tree.leaves(tree)]
+
+
+def test_lora_step_trains_the_adapters_alone():
+    """A model with LoRA adapters: the step's gradient and Adam moments are the adapters' only, the base weights
+    come back bit-identical and the adapters move: B at once, A from the second step (its gradient is zero while
+    B = 0). Layers recomputed (``remat``) and two micro-batches: the base enters every inner trace."""
+    model = build_model(tiny_config(remat=True, lora=LoRAConfig(rank=4, targets=TARGETS)), seed=0)
+    base, adapters = _host(nnx.state(model, nnx.Not(LoRAParam))), _host(nnx.state(model, LoRAParam))
+    is_b = [path[-1] == "b" for path, _ in nnx.to_flat_state(nnx.state(model, LoRAParam))]
+    state = create_train_state(model, make_optimizer(OptimizerConfig(learning_rate=1e-2)))
+    moments = sorted(x.shape for x in jax.tree.leaves(state.opt_state) if x.ndim)
+    assert moments == sorted([a.shape for a in adapters] * 2)  # mu and nu of every adapter, nothing else
+    assert len(jax.tree.leaves(state.params)) == len(adapters) == 2 * 7 * 2 and sum(is_b) == 14
+    step = make_train_step(state.graphdef, "sft", micro_batches=2)
+    for i in (1, 2):
+        state, metrics = step(state, sft_batch(seed=i))
+        assert bool(metrics["loss_is_finite"]) and int(state.step) == i
+        for before, after in zip(base, _host(state.frozen)):
+            np.testing.assert_array_equal(after, before)
+        moved = [float(np.abs(a - b).max()) > 1e-4 for a, b in zip(_host(state.params), adapters)]
+        assert moved == (is_b if i == 1 else [True] * len(is_b))
+    assert sorted(x.shape for x in jax.tree.leaves(state.opt_state) if x.ndim) == moments
+
+
+def test_lora_dropout_acts_in_the_step_only():
+    """``LoRAConfig.dropout`` changes the train step's gradient, not the model's forward outside it."""
+    norms, logits = [], []
+    ids = jnp.asarray(sft_batch().input_ids)
+    for dropout in (0.0, 0.5):
+        model = build_model(tiny_config(num_hidden_layers=1, lora=LoRAConfig(rank=4, dropout=dropout)), seed=0)
+        for lora in (model.layers[0].self_attn.q_proj.lora, model.layers[0].self_attn.v_proj.lora):
+            lora.b[...] = jnp.full(lora.b[...].shape, 0.1)
+        logits.append(np.asarray(model(ids)))
+        state = create_train_state(model, make_optimizer(OptimizerConfig()))
+        norms.append(float(make_train_step(state.graphdef, "sft")(state, sft_batch())[1]["grad_norm"]))
+    np.testing.assert_array_equal(logits[1], logits[0])
+    assert abs(norms[1] - norms[0]) > 1e-3 * norms[0], norms
