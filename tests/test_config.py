@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,38 @@ def test_bad_values_name_the_key():
         apply_overrides(base, ["seed=1", "seed.x=2"])
     with pytest.raises(ValueError, match="expected a int"):
         apply_overrides(base, ["data.source=spider", "rl.steps=many"])
+
+
+def test_model_lora_section_from_overrides():
+    base = load_config(SMOKE)
+    assert base.model.lora.rank == 0  # off unless asked
+    cfg = apply_overrides(base, ["model.lora.rank=16", "model.lora.targets=q,v,gate", "model.lora.dropout=0.05"])
+    assert (cfg.model.lora.rank, cfg.model.lora.alpha, cfg.model.lora.dropout) == (16, 16.0, 0.05)
+    assert cfg.model.lora.targets == ("q", "v", "gate")
+    assert apply_overrides(base, ['model.lora.targets=("down",)']).model.lora.targets == ("down",)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.lora.rank=-1", r"lora\.rank=-1: must be an integer >= 0"),
+        (
+            "model.lora.targets=q,x",
+            r"lora\.targets=\('q', 'x'\) \(unknown \['x'\]\): choose distinct ones of q, k, v, o, "
+            r"gate, up, down",
+        ),
+        (
+            "model.lora.targets=q,q",
+            r"lora\.targets=\('q', 'q'\) \(repeated\): choose distinct ones of q, k, v, o, gate, up, down",
+        ),
+        ("model.lora.dropout=1", r"lora\.dropout=1\.0: must be in \[0, 1\)"),
+        ("model.lora.dropout=-0.1", r"lora\.dropout=-0\.1: must be in \[0, 1\)"),
+        ("model.lora.alpha=0", r"lora\.alpha=0\.0: must be > 0"),
+    ],
+)
+def test_bad_model_lora_values_are_refused_naming_the_field_and_the_choices(override, message):
+    with pytest.raises(ValueError, match=rf"override {re.escape(override)}: {message}"):
+        apply_overrides(load_config(SMOKE), [override])
 
 
 def test_spider_split_defaults_resolve_to_question_files(tmp_path):

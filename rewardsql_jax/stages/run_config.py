@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from rewardsql_jax.config import with_moved_fields
+from rewardsql_jax.models.lora import LoRAConfig
 
 STAGES = ("cold_start", "sft", "prm_labels", "prm", "rl", "inference", "evaluate")
 AGGREGATIONS = ("min", "product", "last", "average")
@@ -93,7 +94,9 @@ class DataConfig:
 @dataclasses.dataclass(frozen=True)
 class ModelConfigSection:
     """Policy model. ``path`` = a local HF directory, a ``.gguf`` file or ``wheel:<name>`` (docs/models.md); empty =
-    a fresh Qwen2 of the shape below (its fields are then used; a pretrained model brings its own shape)."""
+    a fresh Qwen2 of the shape below (its fields are then used; a pretrained model brings its own shape).
+    ``lora``: LoRA adapters (``models.lora.LoRAConfig``: ``model.lora.rank=16 model.lora.targets=q,k,v,o``;
+    rank 0 = none)."""
 
     path: str = ""
     tokenizer_path: str = ""  # empty: the model dir's tokenizer, or a BPE trained on the data
@@ -108,6 +111,7 @@ class ModelConfigSection:
     # recompute each layer in the backward pass of the sft / prm / rl train steps: activations of about one layer
     # kept instead of all of them, for ~1/3 more compute (same loss and gradients)
     remat: bool = False
+    lora: LoRAConfig = LoRAConfig()
 
     def __post_init__(self):
         require_positive(
