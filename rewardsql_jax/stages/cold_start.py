@@ -4,8 +4,10 @@ verified Chain-of-CTEs, tree-edit-distance dedup, and (for a model trained from 
 Artefacts in ``run_dir/cold_start/``: ``train.jsonl`` / ``eval.jsonl`` (one record per question: ids,
 db path, prompt, gold SQL, CoCTE ``target``, difficulty; train records also list every kept CoCTE in
 ``targets``, one SFT example each), ``rl.jsonl`` (only with ``data.rl_questions_per_db > 0``: the RL stage's
-questions, generated on the training databases apart from SFT's, same fields, gold SQL as ``target``),
-``tokenizer/``, ``metrics.json`` (conversion counts, ``rl_questions``).
+questions on the training databases apart from SFT's, generated (builtin) or taken out of the train split (spider),
+same fields, gold SQL as ``target``), ``tokenizer/``, ``metrics.json`` (conversion counts, ``rl_questions``, the eval
+set by difficulty and its subset, the prompts' token lengths and what ``data.max_prompt_tokens`` cut:
+``stages/prompt_budget.py``).
 ``data.cocte_rewriter`` picks the candidates (rule: ``to_cocte``; model: rewrites sampled from the LLM at
 ``data.cocte_rewriter_path``; both); a candidate is *verified* when it is a CoCTE that executes to the
 same result as the gold query (BIRD set rule plus the same column count), see ``cocte_rewrites``.
@@ -14,33 +16,30 @@ Questions without a verified CoCTE keep the gold SQL as target, so nothing is si
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from rewardsql_jax.data import (
-    MSchemaOptions,
-    format_prompt,
-    load_bird,
-    load_spider,
-    load_tokenizer,
-    m_schema,
-    reward_sql_prompt,
-)
+from rewardsql_jax.data import load_bird, load_spider, load_tokenizer
 from rewardsql_jax.data.builtin import train_bpe_tokenizer
 from rewardsql_jax.data.builtin.generate import make_builtin_splits
+from rewardsql_jax.data.subsets import held_out_per_database, stratified_subset
 from rewardsql_jax.sql.cocte_checks import table_columns
 from rewardsql_jax.sql.to_cocte import convert_to_cocte
 
 from .cocte_rewrites import STATUSES, sample_rewrites, select_coctes
 from .context import RunContext
+from .prompt_budget import Prompts, prompt_report
 
 
 def load_benchmarks(ctx: RunContext):
     """(train, eval, rl) ``Benchmark``s for the configured data source; rl is None unless
-    ``data.rl_questions_per_db > 0`` (builtin only)."""
+    ``data.rl_questions_per_db > 0`` (builtin: generated apart; spider: taken out of the train split,
+    ``held_out_per_database`` with the run's seed)."""
     d = ctx.config.data
     if d.source == "builtin":
         splits = make_builtin_splits(
@@ -62,7 +61,22 @@ def load_benchmarks(ctx: RunContext):
             return load_spider(root, questions=split)
         return load_bird(root, split=split)
 
-    return (load(d.train_split) if d.train_split else None), load(d.eval_split), None
+    train = load(d.train_split) if d.train_split else None
+    if not d.rl_questions_per_db or train is None:  # DataConfig refuses RL questions without a train split
+        return train, load(d.eval_split), None
+    kept, held = held_out_per_database(train.examples, d.rl_questions_per_db, ctx.config.seed)
+    rl = dataclasses.replace(train, name=f"{train.name}:rl", examples=tuple(held), missing_dbs=(), n_skipped=0)
+    return dataclasses.replace(train, examples=tuple(kept)), load(d.eval_split), rl
+
+
+def eval_examples(config, evaluation) -> list:
+    """The evaluated questions: all, or ``data.max_eval`` of them; builtin: a random subset drawn with the run's
+    seed; spider / bird: ``stratified_subset`` by difficulty drawn with ``data.eval_subset_seed``."""
+    d, examples = config.data, list(evaluation.examples)
+    if d.source == "builtin":
+        return _limit(examples, d.max_eval, config.seed)
+    keep = stratified_subset([e.difficulty for e in examples], d.max_eval, d.eval_subset_seed)
+    return [examples[i] for i in keep]
 
 
 def _limit(examples, n, seed: int = 0):
@@ -114,19 +128,13 @@ def run_cold_start(ctx: RunContext) -> dict:
     """Build the cold-start SFT set and the eval set; train a tokenizer when the model has none."""
     cfg, out = ctx.config, ctx.stage_dir("cold_start")
     train, evaluation, rl = load_benchmarks(ctx)
-    options = MSchemaOptions(example_num=cfg.data.schema_examples)
-    schemas: dict[str, str] = {}
+    prompts = Prompts(cfg)
+    fitted: dict[str, list] = {"train": [], "eval": [], "rl": []}
 
-    def schema_of(ex):
-        if ex.db_path not in schemas:
-            schemas[ex.db_path] = m_schema(ex.db_path, db_id=ex.db_id, options=options)
-        return schemas[ex.db_path]
-
-    wrapper = load_tokenizer(cfg.model.tokenizer_path or cfg.model.path) if cfg.data.chat_template else None
-
-    def prompt_of(ex):
-        text = reward_sql_prompt(schema_of(ex), ex.question, ex.evidence)
-        return format_prompt(wrapper, text, chat_template=True) if wrapper is not None else text
+    def prompt_of(ex, split: str = "train") -> str:
+        fit = prompts(ex)
+        fitted[split].append(fit)
+        return fit.prompt
 
     d = cfg.data
     train_examples = _limit(train.examples, d.max_train, cfg.seed) if train is not None else []
@@ -144,7 +152,7 @@ def run_cold_start(ctx: RunContext) -> dict:
     sampled, too_long = (
         ([[] for _ in train_examples], 0)
         if d.cocte_rewriter == "rule"
-        else sample_rewrites(ctx, train_examples, schema_of)
+        else sample_rewrites(ctx, train_examples, prompts.schema_text)
     )
     # candidates of a question: the rule rewrite first (preferred on dedup ties), then the model's
     questions = [
@@ -160,10 +168,8 @@ def run_cold_start(ctx: RunContext) -> dict:
         targets = sel.kept or [ex.gold_sql]
         records.append({**_record(ctx, ex, prompt_of(ex), targets[0]), "targets": targets})
     n_sampled, n_verified = sum(len(t) for t in sampled), sum(bool(sel.kept) for sel in selections)
-    eval_records = [
-        _record(ctx, ex, prompt_of(ex), ex.gold_sql) for ex in _limit(evaluation.examples, cfg.data.max_eval, cfg.seed)
-    ]
-    rl_records = [_record(ctx, ex, prompt_of(ex), ex.gold_sql) for ex in rl.examples] if rl is not None else []
+    eval_records = [_record(ctx, ex, prompt_of(ex, "eval"), ex.gold_sql) for ex in eval_examples(cfg, evaluation)]
+    rl_records = [_record(ctx, ex, prompt_of(ex, "rl"), ex.gold_sql) for ex in rl.examples] if rl is not None else []
     write_jsonl(out / "train.jsonl", records)
     write_jsonl(out / "eval.jsonl", eval_records)
     if rl is not None:
@@ -171,12 +177,17 @@ def run_cold_start(ctx: RunContext) -> dict:
     else:  # a stale file of an earlier run would otherwise become the RL stage's questions
         (out / "rl.jsonl").unlink(missing_ok=True)
     tok_dir = _tokenizer(ctx, records, out / "tokenizer")
+    splits = {"train": records, "eval": eval_records, **({"rl": rl_records} if rl is not None else {})}
+    report = prompt_report(cfg, load_tokenizer(tok_dir), splits, fitted) if tok_dir is not None else {}
     return ctx.finish(
         "cold_start",
         {
             "train_questions": len(records),
             "eval_questions": len(eval_records),
             "rl_questions": len(rl_records),  # 0 = RL trains on the SFT questions (train.jsonl)
+            **eval_report(cfg, evaluation, eval_records),
+            "train_skipped_missing_db": train.n_skipped if train is not None else 0,
+            **report,
             "cocte_rewriter": d.cocte_rewriter,
             "cocte_structured": sum(structured for _, structured in rules),
             "cocte_rule_verified": rule_verified,
@@ -192,6 +203,26 @@ def run_cold_start(ctx: RunContext) -> dict:
             "tokenizer": str(tok_dir),
         },
     )
+
+
+def eval_report(config, evaluation, eval_records: list[dict]) -> dict:
+    """What the eval set is: its questions by difficulty, the subset drawn (``data.max_eval``; None = every
+    question) and the questions the loader left out because their database is missing."""
+    d = config.data
+    subset = None
+    if d.max_eval and d.max_eval < len(evaluation.examples):
+        subset = {
+            "questions": len(eval_records),
+            "of": len(evaluation.examples),
+            "stratified_by": None if d.source == "builtin" else "difficulty",
+            "seed": config.seed if d.source == "builtin" else d.eval_subset_seed,
+        }
+    return {
+        "eval_difficulty_counts": dict(sorted(collections.Counter(r["difficulty"] for r in eval_records).items())),
+        "eval_subset": subset,
+        "eval_skipped_missing_db": evaluation.n_skipped,
+        "eval_missing_dbs": list(evaluation.missing_dbs),
+    }
 
 
 def _tokenizer(ctx: RunContext, records, tok_dir: Path) -> Path | None:

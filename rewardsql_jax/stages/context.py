@@ -52,6 +52,7 @@ class RunContext(StageDirs):
     _pool: ExecutorPool | None = None
     _tokenizer: object = None
     _scalars: ScalarLog | None = None
+    _started: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def create(cls, config: RunConfig) -> RunContext:
@@ -61,12 +62,18 @@ class RunContext(StageDirs):
             save_config(config, run_dir / "config.json")
         return cls(config=config, run_dir=run_dir)
 
+    def begin(self, stage: str) -> None:
+        """Start ``stage``'s clock: its metrics get ``wall_seconds``, the wall time of the run that finished it."""
+        self._started[stage] = time.perf_counter()
+
     def finish(self, stage: str, metrics: dict) -> dict:
         """Write the stage's metrics (marks it done for resume), append them to the run's JSONL log and write
         their numeric scalars to TensorBoard as ``final/<name>`` at the stage's last logged step."""
+        started = self._started.get(stage)
         metrics = {
             "stage": stage,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **({"wall_seconds": round(time.perf_counter() - started, 1)} if started is not None else {}),
             **metrics,
             "settings": stage_settings(self.config, stage) if stage in STAGES else {},
         }

@@ -27,15 +27,17 @@ EVIDENCE_NAMES = {
     "greedy_rl": "rl_greedy",
     "best_of_n": "best_of_n",
     "self_consistency": "self_consistency",
+    "zero_shot": "zero_shot",
 }
-# (method, baseline): every method against SFT greedy, and the paper's Table 4 claims: Best-of-N above greedy
-# of the same policy, Best-of-N at least as good as self-consistency
+# (method, baseline): every method against SFT greedy (the zero-shot baseline too), and the paper's Table 4 claims:
+# Best-of-N above greedy of the same policy, Best-of-N at least as good as self-consistency
 COMPARISONS = (
     ("rl_greedy", "sft_greedy"),
     ("best_of_n", "sft_greedy"),
     ("self_consistency", "sft_greedy"),
     ("best_of_n", "rl_greedy"),
     ("best_of_n", "self_consistency"),
+    ("zero_shot", "sft_greedy"),
 )
 # the SFT policy leaves room for RL / reranking when its samples beat its greedy answer by this many points
 # and its greedy EX is neither hopeless nor saturated
@@ -126,11 +128,7 @@ def run_evaluate(ctx: RunContext) -> dict:
     cfg, out = ctx.config, ctx.stage_dir("evaluate")
     records = ctx.records("cold_start", "eval.jsonl")
     preds = json.loads(ctx.require("inference", "predictions.json").read_text())
-    methods = [
-        m
-        for m in ("predictions", "greedy_sft", "greedy_rl", "best_of_n", "self_consistency")
-        if preds and preds[0].get(m) is not None
-    ]
+    methods = [m for m in EVIDENCE_NAMES if preds and preds[0].get(m) is not None]
     table, by_diff, verdicts = {}, {}, {}
     for m in methods:
         v = _ex(ctx, records, [p.get(m) for p in preds])

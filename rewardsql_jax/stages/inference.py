@@ -2,6 +2,9 @@
 policy N sampled candidates used by PRM Best-of-N (non-executable candidates dropped first, step scores
 aggregated by min / product / last / average) and by self-consistency (vote over execution results).
 
+With ``inference.zero_shot`` also the pretrained model's zero-shot answer (``stages/zero_shot.py``: ``zero_shot``, the
+SQL read from its reply ``zero_shot_reply``); without a trained policy that alone.
+
 Writes ``inference/predictions.json``: per eval question the greedy SQL of every policy, the N candidates
 with their executability, result signature and PRM step scores, and the Best-of-N / vote picks; when the final
 policy is the RL one, also ``sft_candidates`` (N executed samples of the SFT policy at the same temperature, no
@@ -25,6 +28,7 @@ from .context import RunContext
 from .generation import generate_sql
 from .policy import load_model
 from .shares import exchange_shares, in_chunk_order, owned_chunks
+from .zero_shot import zero_shot_answers
 
 
 def result_signature(res) -> str | None:
@@ -55,14 +59,14 @@ def pick_self_consistency(candidates) -> int | None:
     return next(i for i, c in enumerate(candidates) if c["signature"] == top)
 
 
-def policies(ctx: RunContext) -> dict:
-    """Trained policies present in the run, in training order."""
+def policies(ctx: RunContext, *, required: bool = True) -> dict:
+    """Trained policies present in the run, in training order (none is an error when ``required``)."""
     found = {}
     for stage in ("sft", "rl"):
         path = ctx.run_dir / stage / "policy"
         if (path / "config.json").exists():
             found[stage] = path
-    if not found:
+    if not found and required:
         raise FileNotFoundError(f"no trained policy in {ctx.run_dir}; run the sft stage first")
     return found
 
@@ -101,7 +105,7 @@ def run_inference(ctx: RunContext) -> dict:
         if is_primary():
             (ctx.stage_dir("inference") / "predictions.json").write_text(json.dumps(preds, indent=1))
         return ctx.finish("inference", {"questions": len(records), "policies": [], "source": inf.predictions_file})
-    found = policies(ctx)
+    found = policies(ctx, required=not inf.zero_shot)
     chunks = owned_chunks(len(records), PROMPTS_PER_CALL)
     placements: dict = {}
     mine = _predict(ctx, records, found, chunks, placements)
@@ -113,7 +117,8 @@ def run_inference(ctx: RunContext) -> dict:
         {
             "questions": len(records),
             "policies": list(found),
-            "candidates_per_question": inf.best_of_n,
+            "zero_shot": inf.zero_shot,
+            "candidates_per_question": inf.best_of_n if found else 0,
             "prm_used": scorer,
             "processes": process_count(),
             # each process's share of the host work: its questions and the candidate SQL it executed
@@ -153,6 +158,12 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
     cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
     mine = [i for c in chunks for i in range(c * PROMPTS_PER_CALL, min((c + 1) * PROMPTS_PER_CALL, len(records)))]
     preds = {i: {"question_id": records[i]["question_id"], "db_id": records[i]["db_id"]} for i in mine}
+    if inf.zero_shot:
+        runs = database_runs(mine, records, GREEDY_CALL)
+        for i, answer in zero_shot_answers(ctx, records, runs, placements, GREEDY_CALL).items():
+            preds[i].update(answer)
+    if not found:  # the zero-shot baseline alone
+        return [{**preds[i], "candidates": []} for i in mine]
     final_stage, n = list(found)[-1], len(records)
 
     def sample(model, first_seed: int, desc: str) -> dict[int, tuple[list[str], list]]:

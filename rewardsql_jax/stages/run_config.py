@@ -34,9 +34,21 @@ SPIDER_SPLIT_FILES = (("train_split", "train", "train_spider.json"), ("eval_spli
 class DataConfig:
     """Where questions and databases come from. ``source="builtin"`` generates them (no download).
 
-    ``rl_questions_per_db`` (builtin only): > 0 gives the RL stage its own questions, that many more per
-    training database (gold SQL unlike every SFT question's; fewer where the templates run out), written to
-    ``cold_start/rl.jsonl``; 0 = RL on the SFT training questions.
+    ``rl_questions_per_db`` (builtin, spider): > 0 gives the RL stage its own questions, written to
+    ``cold_start/rl.jsonl``; 0 = RL on the SFT training questions. builtin: that many more generated per training
+    database (gold SQL unlike every SFT question's; fewer where the templates run out). spider: up to that many of
+    each training database's questions, at most half of them, drawn with ``seed`` and taken out of the SFT questions
+    (paraphrases of one gold query stay on one side, so no gold query is in both; ``data/subsets.py``).
+
+    ``max_eval`` > 0 evaluates a subset of that many questions. builtin: a random one drawn with the run's ``seed``
+    (its benchmark is generated per seed anyway). spider / bird: stratified by difficulty (proportional allocation,
+    largest-remainder rounding, the file's order kept) and drawn with ``eval_subset_seed``, not ``seed``: every
+    seed and method is measured on the same questions.
+
+    ``max_prompt_tokens`` > 0 fits every prompt into that many tokens of the policy tokenizer (fewer example values,
+    then whole tables left out from the end of the schema; ``data/prompt_fit.py``); cold_start's metrics say what was
+    cut. It needs a pretrained tokenizer (``model.path`` or ``model.tokenizer_path``) and room for every stage's
+    ``max_new_tokens`` within ``model.max_len`` (checked by ``RunConfig``). 0 = prompts as rendered.
     """
 
     source: str = "builtin"  # builtin | spider | bird
@@ -53,6 +65,8 @@ class DataConfig:
     chat_template: bool = False  # wrap every prompt in the policy tokenizer's chat template (raw M-Schema: the paper)
     max_train: int = 0  # 0 = all
     max_eval: int = 0
+    eval_subset_seed: int = 0  # spider / bird: seed of the stratified max_eval subset (independent of the run's seed)
+    max_prompt_tokens: int = 0  # > 0: fit every prompt into this many policy tokens (see above); 0 = as rendered
     ex_mode: str = ""  # EX rule: bird (set equality) | spider (test-suite exec match); "" = the data's own
     # rule (spider for data.source=spider, else bird)
     cocte_rewriter: str = "rule"  # gold SQL -> CoCTE: rule (to_cocte) | model (sampled LLM rewrites) | both
@@ -78,11 +92,20 @@ class DataConfig:
         n_rl = self.rl_questions_per_db
         if not isinstance(n_rl, int) or isinstance(n_rl, bool) or n_rl < 0:
             raise ValueError(f"data.rl_questions_per_db must be a non-negative int, got {n_rl!r}")
-        if n_rl and self.source != "builtin":
+        if n_rl and self.source not in ("builtin", "spider"):
             raise ValueError(
-                f"data.rl_questions_per_db={n_rl} needs data.source='builtin' (it generates questions of the "
-                f"training databases); with data.source={self.source!r} set it to 0"
+                f"data.rl_questions_per_db={n_rl} needs data.source='builtin' or 'spider' (questions of the "
+                f"training databases apart from SFT's); with data.source={self.source!r} set it to 0"
             )
+        if n_rl and self.source == "spider" and not self.train_split:
+            raise ValueError(
+                f"data.rl_questions_per_db={n_rl} takes RL questions out of the training split; data.train_split "
+                f"is empty (set it, or set data.rl_questions_per_db=0)"
+            )
+        for name in ("max_train", "max_eval", "eval_subset_seed", "max_prompt_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"data.{name} must be a non-negative int, got {value!r}")
         require_choice(self, "cocte_rewriter", ("rule", "model", "both"))
         require_positive(self, "cocte_rewrite_samples", "cocte_rewrite_max_new_tokens")
         if self.cocte_rewrite_temperature < 0:
@@ -315,7 +338,11 @@ class RLConfig(OnlineRLConfig):
 
 @dataclasses.dataclass(frozen=True)
 class InferenceConfig:
-    """Greedy, PRM Best-of-N (paper: N=32, T=1.0, min aggregation) and self-consistency."""
+    """Greedy, PRM Best-of-N (paper: N=32, T=1.0, min aggregation) and self-consistency.
+
+    ``zero_shot``: also decode the pretrained ``model.path`` greedily, each eval prompt wrapped in its tokenizer's chat
+    template with an instruction to answer with one SQLite query (``stages/zero_shot.py``); evaluated as the method
+    ``zero_shot``. Needs ``model.path`` and raw prompts (``data.chat_template=false``)."""
 
     predictions_file: str = (
         ""  # evaluate this file (Spider: one SQL per line; BIRD: predict_dev.json) instead of a model
@@ -324,6 +351,7 @@ class InferenceConfig:
     temperature: float = 1.0
     aggregation: str = "min"
     max_new_tokens: int = 160
+    zero_shot: bool = False
 
     def __post_init__(self):
         require_choice(self, "aggregation", AGGREGATIONS)
@@ -375,6 +403,23 @@ class RunConfig:
     plugins: tuple = ()  # user .py files imported before the run (their losses / RL algorithms);
     # launch/run.py imports them before it reads the other overrides
 
+    def _check_prompt_budget(self) -> None:
+        budget = self.data.max_prompt_tokens
+        if not budget:
+            return
+        if not (self.model.tokenizer_path or self.model.path):
+            raise ValueError(
+                "data.max_prompt_tokens counts the policy tokenizer's tokens: it needs model.path or "
+                "model.tokenizer_path (a tokenizer trained on the data exists only after the prompts)"
+            )
+        for section in ("prm_labels", "rl", "inference"):
+            new = getattr(self, section).max_new_tokens
+            if budget + new > self.model.max_len:
+                raise ValueError(
+                    f"data.max_prompt_tokens={budget} + {section}.max_new_tokens={new} exceeds "
+                    f"model.max_len={self.model.max_len}; lower data.max_prompt_tokens to {self.model.max_len - new}"
+                )
+
     def micro_batches(self, stage: str) -> int:
         """Micro-batches of the ``stage`` (sft, prm or rl) train step: ``<stage>.micro_batches``, else
         ``mesh.micro_batches``."""
@@ -404,6 +449,14 @@ class RunConfig:
             raise ValueError(
                 "data.chat_template=true needs a pretrained tokenizer with a chat template (model.path or "
                 "model.tokenizer_path); a tokenizer trained on the data has none"
+            )
+        self._check_prompt_budget()
+        if self.inference.zero_shot and not self.model.path:
+            raise ValueError("inference.zero_shot=true decodes the pretrained model.path; set model.path")
+        if self.inference.zero_shot and self.data.chat_template:
+            raise ValueError(
+                "inference.zero_shot=true wraps the raw eval prompts in the chat template itself; with "
+                "data.chat_template=true they are wrapped already (set one of them to false)"
             )
         if "rl" in self.stages:  # the RL settings across sections, before SFT and PRM train for minutes
             from rewardsql_jax.rl import get_algorithm

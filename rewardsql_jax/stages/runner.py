@@ -107,6 +107,7 @@ def run_pipeline(config: RunConfig, *, log=print) -> dict:
             if name in HOST_STAGES and not is_primary():
                 barrier(f"finished {name}")  # the primary runs it and writes its files; wait for them
                 return ctx.metrics(name)
+            ctx.begin(name)
             return stage_function(name)(ctx)
 
         def read_back(name, _earlier):

