@@ -8,6 +8,8 @@ from flax import nnx
 
 from rewardsql_jax.distributed import barrier, fetch, is_primary, spans_processes
 from rewardsql_jax.models import fresh_model, from_pretrained, save_pretrained
+from rewardsql_jax.models.adapters import add_adapters, has_adapters
+from rewardsql_jax.models.lora_io import save_adapters
 from rewardsql_jax.models.pretrained import resolve_checkpoint
 from rewardsql_jax.models.sharding import shard_model
 
@@ -36,21 +38,30 @@ def new_or_pretrained_policy(ctx: RunContext):
 
 
 def trainable(model, ctx: RunContext):
-    """``model`` as the train steps run it: with ``model.remat``, each layer recomputed in the backward pass."""
+    """``model`` as the train steps run it: with ``model.remat``, each layer recomputed in the backward pass; with
+    ``model.lora.rank > 0``, fresh LoRA adapters (B = 0: the logits are the loaded model's) that the step trains
+    alone over the frozen loaded weights. Each train stage starts from the previous stage's merged model, so the
+    RL reference (the initial adapters over that base) is the SFT policy."""
     if ctx.config.model.remat and not model.config.remat:
         model.config = model.config.replace(remat=True)
+    lora = ctx.config.model.lora
+    if lora.enabled and not has_adapters(model):
+        model = add_adapters(model, lora, seed=ctx.config.seed)
     return model
 
 
 def save_model(ctx: RunContext, model, path: Path) -> Path:
-    """``save_pretrained`` plus the run's tokenizer, so the directory is a complete HF checkpoint. With several
-    processes every one gathers the sharded weights and the primary alone writes."""
+    """``save_pretrained`` plus the run's tokenizer, so the directory is a complete HF checkpoint (a LoRA model's
+    weights merged; its adapters also in ``path/adapter`` in peft's format). With several processes every one
+    gathers the sharded weights and the primary alone writes."""
     if spans_processes(nnx.state(model)):
         graphdef, state = nnx.split(model)
         model = nnx.merge(graphdef, fetch(state))
     if is_primary():
         save_pretrained(model, path)
         ctx.tokenizer().save_pretrained(path)
+        if has_adapters(model):
+            save_adapters(model, path / "adapter")
     barrier(f"saved {path}")
     return path
 
