@@ -26,8 +26,8 @@ SPIDER_ROOT=${SPIDER_ROOT:-../shared/data/spider}
   echo "== $(date -u '+%Y-%m-%d %H:%M UTC') $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null)"
   $PY -c "import jax; print('jax', jax.__version__, jax.devices())"
   if [ -z "${SKIP_KERNELS:-}" ]; then
-    echo "== kernels vs reference: python benchmarks/kernels.py --iters 20"
-    timeout 240 $PY benchmarks/kernels.py --iters 20
+    echo "== kernels vs reference: python benchmarks/kernel_speed.py --iters 20"
+    timeout 240 $PY benchmarks/kernel_speed.py --iters 20
     echo "== train-step MFU: python benchmarks/train_step.py --shape 0.5B --batch 8 --seq 1024 --dtype bfloat16 --no-torch"
     timeout 180 $PY benchmarks/train_step.py --shape 0.5B --batch 8 --seq 1024 --dtype bfloat16 --no-torch \
       --iters 10 --peak-tflops "$PEAK_TFLOPS"

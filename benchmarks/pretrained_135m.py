@@ -30,6 +30,9 @@ no chat template, ~300-450 tokens; SFT targets the rule CoCTE of the gold SQL, e
    reference forward. bf16: ours ``compute_dtype="bfloat16"``, torch ``torch.autocast("cpu", torch.bfloat16)``.
    For sampling, bf16 is the whole model in bf16 on both sides (``from_pretrained(dtype="bfloat16")`` vs
    ``model.to(torch.bfloat16)``).
+4. ``--lora R``: the train steps also with LoRA adapters of rank R (alpha 2R) on all seven projections: ours
+   (``models.adapters.add_adapters``; adapters trained alone, the base frozen) against torch + ``peft.get_peft_model``
+   on the same rows (AdamW over the adapters only on both sides).
 
 Each framework's warm-up call is excluded (ours: the compiling call; our compile time = warm-up minus the median
 call, reported apart). Timed calls alternate (ours, torch, ours, ...) so a load that comes and goes on a shared host
@@ -41,6 +44,7 @@ the ratio of process CPU time, the figure a loaded host moves least.
     python benchmarks/pretrained_135m.py --quick         # 2 prompts, 8 new tokens, 1 iteration, fp32, grouped only
     python benchmarks/pretrained_135m.py --parts sampler --dtypes float32 --prompts 8
     python benchmarks/pretrained_135m.py --parts train --grpo-samples 8 --single-thread
+    python benchmarks/pretrained_135m.py --parts train --lora 16 --dtypes float32 --layouts grouped
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ from rewardsql_jax.config import load_config
 from rewardsql_jax.data import MSchemaOptions, load_tokenizer, m_schema, reward_sql_prompt
 from rewardsql_jax.data.builtin.generate import make_builtin_splits
 from rewardsql_jax.models import from_pretrained
+from rewardsql_jax.models.adapters import add_adapters
+from rewardsql_jax.models.lora import TARGETS, LoRAConfig
 from rewardsql_jax.models.wheel_weights import wheel_file
 from rewardsql_jax.rl import policy_loss
 from rewardsql_jax.sampling import generate
@@ -522,21 +528,60 @@ def grpo_case(cfg, data: DefaultData, hf_model, prompts: int, samples: int, pad:
     return TrainCase(name, f"{len(completions)}x{ids.shape[1]}", ours, torch_loss, opt, beta != 0.0, tokens)
 
 
+PEFT_TARGETS = tuple(f"{t}_proj" for t in TARGETS)  # transformers' names of the seven projections
+
+
+def peft_model(hf_model, rank: int):
+    """A copy of ``hf_model`` with peft LoRA adapters of ``rank`` on all seven projections (alpha = 2 x rank)."""
+    import peft
+
+    config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=list(PEFT_TARGETS))
+    return peft.get_peft_model(copy.deepcopy(hf_model), config)
+
+
 def bench_train(args, case: TrainCase, model, hf_model, seed: int) -> list[dict]:
-    """Torch and ours (each layout) interleaved, for every dtype."""
+    """Torch and ours (each layout) interleaved, for every dtype; with ``--lora R``, also LoRA of rank R on all seven
+    projections, ours (adapters trained alone over the frozen base) against torch + peft."""
     out = []
+    lora = LoRAConfig(rank=args.lora, alpha=2.0 * args.lora, targets=TARGETS) if args.lora else None
     for dtype in args.dtypes:
         steps = {"torch": torch_trainer(hf_model, case.opt.learning_rate, case.torch_loss, dtype)}
+        if lora:
+            steps["torch+peft"] = torch_trainer(
+                peft_model(hf_model, args.lora), case.opt.learning_rate, case.torch_loss, dtype
+            )
         for layout, (batch, loss, options, _) in case.ours.items():
             steps[layout] = ours_step(
                 model, loss, options, batch, case.opt, dtype, seed, with_reference=case.with_reference
             )
+            if lora:
+                steps[f"{layout}+lora"] = ours_step(
+                    add_adapters(fresh(model), lora, seed=seed),
+                    loss,
+                    options,
+                    batch,
+                    case.opt,
+                    dtype,
+                    seed,
+                    with_reference=case.with_reference,
+                )
         times, first_loss, _ = alternate({k: v[0] for k, v in steps.items()}, args.iters)
         for _, free in steps.values():
             free()
-        for layout in case.ours:
+        for name in steps:
+            if name.startswith("torch"):
+                continue
+            reference = "torch+peft" if name.endswith("+lora") else "torch"
             out.append(
-                dict(case=case, dtype=dtype, layout=layout, ours=times[layout], torch=times["torch"], loss=first_loss)
+                dict(
+                    case=case,
+                    dtype=dtype,
+                    layout=name,
+                    ours=times[name],
+                    torch=times[reference],
+                    loss=first_loss,
+                    reference=reference,
+                )
             )
         print(f"  done: {case.name} {dtype}", flush=True)
     return out
@@ -546,14 +591,15 @@ def print_train(rows, single_thread: bool):
     print("\ntrain steps: median seconds a step; torch/ours > 1 means ours is faster")
     cpu_cols = f"{'torch cpu s':>12}{'ours cpu s':>11}{'cpu ratio':>10}" if single_thread else ""
     print(
-        f"{'step':<11}{'dtype':<10}{'ours layout':<12}{'ours batch':<20}{'torch batch':<12}{'tokens':>7}"
+        f"{'step':<11}{'dtype':<10}{'ours layout':<15}{'reference':<12}{'ours batch':<20}{'torch batch':<12}{'tokens':>7}"
         f"{'torch s':>9}{'ours s':>8}{'torch/ours':>11}{'compile s':>10}{'first loss torch / ours':>25}" + cpu_cols
     )
     for r in rows:
         c, o, t = r["case"], r["ours"], r["torch"]
-        losses = f"{r['loss']['torch']:.4f} / {r['loss'][r['layout']]:.4f}"
+        losses = f"{r['loss'][r['reference']]:.4f} / {r['loss'][r['layout']]:.4f}"
+        batch = c.ours[r["layout"].removesuffix("+lora")][3]
         line = (
-            f"{c.name:<11}{r['dtype']:<10}{r['layout']:<12}{c.ours[r['layout']][3]:<20}{c.torch_shape:<12}"
+            f"{c.name:<11}{r['dtype']:<10}{r['layout']:<15}{r['reference']:<12}{batch:<20}{c.torch_shape:<12}"
             f"{c.tokens:>7}{t.wall:>9.2f}{o.wall:>8.2f}{ratio(t.wall, o.wall):>11}{compile_s(o):>10.1f}{losses:>25}"
         )
         if single_thread:
@@ -577,6 +623,9 @@ def parse_args(argv=None):
     ap.add_argument("--dtypes", nargs="+", choices=("float32", "bfloat16"), help="[float32 bfloat16 / float32]")
     ap.add_argument(
         "--layouts", nargs="+", choices=("rows", "grouped"), help="our train-batch layouts [rows grouped / grouped]"
+    )
+    ap.add_argument(
+        "--lora", type=int, default=0, help="also time LoRA of this rank (all 7 projections) vs torch + peft"
     )
     ap.add_argument("--config", default=str(DEFAULT_CONFIG), help="the run config whose model and data to use")
     ap.add_argument("--single-thread", action="store_true", help="XLA and torch on one thread each; adds CPU time")

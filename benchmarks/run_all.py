@@ -22,12 +22,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
-ORDER = ("sampler", "train_step", "grpo_vs_trl", "sql", "sql_clause_rewards", "kernels", "cocte_conversion")
+ORDER = ("sampler", "train_step", "grpo_vs_trl", "sql", "sql_clause_rewards", "kernel_speed", "cocte_conversion")
 # Scripts without a --quick flag get these arguments under --quick instead.
 QUICK_ARGS = {
     "sql": ["--passes", "1"],
     "sql_clause_rewards": ["--limit", "200"],
-    "kernels": ["--small", "--iters", "5"],
+    "kernel_speed": ["--small", "--iters", "5"],
     "cocte_conversion": ["--limit", "200"],
 }
 SKIP = {"run_all"}

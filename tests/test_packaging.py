@@ -124,3 +124,16 @@ def test_checkout_root_does_not_shadow_the_kernels_package():
     probe = "import importlib.util as u; s = u.find_spec('kernels'); print(s.origin if s else None)"
     origin = _run([sys.executable, "-c", probe], cwd=ROOT).stdout.strip()
     assert origin in ("None", "") or not Path(origin).resolve().is_relative_to(ROOT / "kernels"), origin
+
+
+def test_no_script_folder_shadows_an_installed_module(tmp_path):
+    """``python benchmarks/x.py`` puts ``benchmarks/`` first on ``sys.path``: a script named like an installed module
+    (``benchmarks/kernels.py`` vs the PyPI ``kernels`` that transformers imports) would replace it in that process."""
+    for folder in ("benchmarks", "launch", "scripts"):
+        stems = [p.stem for p in (ROOT / folder).glob("*.py") if p.stem != "__init__"]
+        probe = (
+            "import importlib.util as u, sys; "
+            f"print([s for s in {stems!r} if u.find_spec(s) is not None and s not in sys.stdlib_module_names])"
+        )
+        shadowed = _run([sys.executable, "-c", probe], cwd=tmp_path).stdout.strip()
+        assert shadowed == "[]", f"{folder}/ scripts named like installed modules: {shadowed}"

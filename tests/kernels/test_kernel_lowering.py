@@ -3,7 +3,7 @@
 Interpret mode checks the numerics but not the hardware constraints (block shapes, layouts, ops a
 backend lacks). Cross-platform lowering (``.lower(lowering_platforms=...)``) runs the Pallas
 Triton/Mosaic lowering in Python, which rejects such kernels, without needing the device. Final
-compilation (PTX / libtpu) is not covered; ``benchmarks/kernels.py`` checks compiled kernels
+compilation (PTX / libtpu) is not covered; ``benchmarks/kernel_speed.py`` checks compiled kernels
 against the reference on a real device.
 """
 

@@ -1,6 +1,6 @@
 """Attention kernels vs the jnp reference on the current backend.
 
-    python benchmarks/kernels.py [--iters 20] [--dtype bfloat16] [--small] [--append-results] [--interpret]
+    python benchmarks/kernel_speed.py [--iters 20] [--dtype bfloat16] [--small] [--append-results] [--interpret]
 
 For each shape: flash attention forward, forward+backward, and decode attention over a KV cache,
 timed (median of ``--iters`` jitted calls after a warm-up) for the Pallas kernel (Triton on GPU,
@@ -157,7 +157,7 @@ def main():
     header = (
         f"### Attention kernels ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {device}, "
         f"{platform.node()}, {dtype.name}, kernel={impl.name if impl else 'none'})\n\n"
-        f"Command: `python benchmarks/kernels.py {' '.join(sys.argv[1:])}`\n"
+        f"Command: `python benchmarks/kernel_speed.py {' '.join(sys.argv[1:])}`\n"
     )
     text = header + "\n" + table(rows) + "\n"
     print(text)
