@@ -50,6 +50,7 @@ def load_benchmarks(ctx: RunContext):
             questions_per_db=d.questions_per_db,
             rename_test_schemas=d.rename_test_schemas,
             rl_questions_per_db=d.rl_questions_per_db,
+            scrambled_train_dbs=d.scrambled_train_dbs,
         )
         return splits.train, splits.test, splits.rl
     root = Path(d.root)

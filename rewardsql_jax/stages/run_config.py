@@ -61,6 +61,7 @@ class DataConfig:
     questions_per_db: int = 40
     rl_questions_per_db: int = 0  # builtin: RL questions per train DB unseen by SFT; 0 = RL on SFT's questions
     rename_test_schemas: bool = True  # builtin: test DBs use other table/column names than train
+    scrambled_train_dbs: int = 0  # builtin: more train DBs whose table/column names are random words (read, not recall)
     schema_examples: int = 3  # M-Schema example values per column
     chat_template: bool = False  # wrap every prompt in the policy tokenizer's chat template (raw M-Schema: the paper)
     max_train: int = 0  # 0 = all
@@ -96,6 +97,14 @@ class DataConfig:
             raise ValueError(
                 f"data.rl_questions_per_db={n_rl} needs data.source='builtin' or 'spider' (questions of the "
                 f"training databases apart from SFT's); with data.source={self.source!r} set it to 0"
+            )
+        n_scrambled = self.scrambled_train_dbs
+        if not isinstance(n_scrambled, int) or isinstance(n_scrambled, bool) or n_scrambled < 0:
+            raise ValueError(f"data.scrambled_train_dbs must be a non-negative int, got {n_scrambled!r}")
+        if n_scrambled and self.source != "builtin":
+            raise ValueError(
+                f"data.scrambled_train_dbs={n_scrambled} generates databases: it needs data.source='builtin' "
+                f"(got {self.source!r}); set it to 0"
             )
         if n_rl and self.source == "spider" and not self.train_split:
             raise ValueError(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rewardsql_jax.data.builtin.domains import DOMAINS
-from rewardsql_jax.data.builtin.instance import DbInstance, generate_instance, write_sqlite
+from rewardsql_jax.data.builtin.instance import SCRAMBLED, DbInstance, generate_instance, write_sqlite
 from rewardsql_jax.data.builtin.questions import TEMPLATES
 from rewardsql_jax.data.examples import Benchmark, Example
 from rewardsql_jax.data.layout import sqlite_path
@@ -184,6 +184,7 @@ def make_builtin_splits(
     questions_per_db: int = 40,
     rename_test_schemas: bool = True,
     rl_questions_per_db: int = 0,
+    scrambled_train_dbs: int = 0,
 ) -> BuiltinSplits:
     """Generate the train / test (and, when ``rl_questions_per_db > 0``, RL) splits under `root`; deterministic
     in all arguments. See ``make_builtin_benchmark`` for train / test (test byte for byte unchanged by
@@ -195,6 +196,11 @@ def make_builtin_splits(
     not see. A template space with fewer
     distinct questions gives fewer (``len(rl)`` says how many). Their ids follow the test ids; written to
     ``rl.json`` (a stale one is removed when ``rl_questions_per_db=0``).
+
+    ``scrambled_train_dbs``: that many more training databases (domains in turn, db indices after the test
+    databases') whose table and column names are random adjective_noun pairs (``instance.SCRAMBLED``), the questions
+    naming them alike: a policy trained on them must copy names from the schema, not recall them. The test databases
+    and questions are the same with or without them (their ids follow the train ids).
     """
     for name, value in (
         ("n_train_dbs", n_train_dbs),
@@ -203,6 +209,8 @@ def make_builtin_splits(
     ):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if not isinstance(scrambled_train_dbs, int) or isinstance(scrambled_train_dbs, bool) or scrambled_train_dbs < 0:
+        raise ValueError(f"scrambled_train_dbs must be a non-negative int, got {scrambled_train_dbs!r}")
     if not isinstance(rl_questions_per_db, int) or isinstance(rl_questions_per_db, bool) or rl_questions_per_db < 0:
         raise ValueError(f"rl_questions_per_db must be a non-negative int, got {rl_questions_per_db!r}")
     root = Path(root)
@@ -211,6 +219,8 @@ def make_builtin_splits(
     train_specs = [(f"{DOMAINS[k % n_dom].name}_{k}", k % n_dom, 0) for k in range(n_train_dbs)]
     test_naming = 1 if rename_test_schemas else 0
     test_specs = [(f"{DOMAINS[k % n_dom].name}_{n_train_dbs + k}", k % n_dom, test_naming) for k in range(n_test_dbs)]
+    first = n_train_dbs + n_test_dbs
+    train_specs += [(f"{DOMAINS[k % n_dom].name}_{first + k}", k % n_dom, SCRAMBLED) for k in range(scrambled_train_dbs)]
     drawn = generate_split_questions(root, train_specs, seed, questions_per_db, extra_per_db=rl_questions_per_db)
     train = drawn.questions
     test = generate_split(root, test_specs, seed, questions_per_db, start_id=len(train))

@@ -2,45 +2,85 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rewardsql_jax.data.builtin import words as W
 from rewardsql_jax.data.builtin.domains import ROLES, Domain, make_value
 
 # Foreign-key columns: (table role holding it, referenced role).
 FOREIGN_KEYS = (("child", "parent"), ("link", "child"), ("link", "other"))
+# The naming of a database whose table and column names are random two-word names (``data.scrambled_train_dbs``);
+# namings 0 and 1 are the domains' own spellings.
+SCRAMBLED = 2
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """The identifiers of one database: ``tables`` {role: (singular, plural)}, ``columns`` {(role, column role):
+    name} and the primary keys' style (``id`` or ``<table>_id``)."""
+
+    tables: dict
+    columns: dict
+    table_prefixed_ids: bool
+
+
+def spelling(domain: Domain, naming: int, db_id: str) -> Spelling:
+    """The domain's own names under naming 0 or 1; under ``SCRAMBLED`` distinct random adjective_noun names drawn
+    for ``db_id`` (its own seed: the rows' random stream is the same under every naming)."""
+    if naming in (0, 1):
+        return Spelling(
+            {t.role: (t.names[naming], t.plurals[naming]) for t in domain.tables},
+            {(t.role, c.role): c.names[naming] for t in domain.tables for c in t.cols},
+            table_prefixed_ids=naming == 1,
+        )
+    if naming != SCRAMBLED:
+        raise ValueError(f"naming must be 0, 1 or {SCRAMBLED} (scrambled), got {naming}")
+    pairs = [f"{a}_{n}".lower() for a in W.ADJECTIVES for n in W.NOUNS]
+    slots = [("table", t.role) for t in domain.tables] + [(t.role, c.role) for t in domain.tables for c in t.cols]
+    names = dict(zip(slots, random.Random(f"rewardsql_jax.builtin.scrambled:{db_id}").sample(pairs, len(slots))))
+    return Spelling(
+        {t.role: (names[("table", t.role)], names[("table", t.role)] + "s") for t in domain.tables},
+        {key: name for key, name in names.items() if key[0] != "table"},
+        table_prefixed_ids=True,
+    )
 
 
 @dataclass(frozen=True)
 class DbInstance:
-    """A domain under one naming, with its generated rows ({role: [ {column role: value} ]})."""
+    """A domain under one naming (its identifiers: ``spelling``), with its generated rows ({role: [ {column role:
+    value} ]})."""
 
     db_id: str
     domain: Domain
     naming: int
     rows: dict = field(compare=False)
 
+    @functools.cached_property
+    def spelling(self) -> Spelling:
+        """The database's identifiers (``spelling(domain, naming, db_id)``)."""
+        return spelling(self.domain, self.naming, self.db_id)
+
     def table(self, role: str) -> str:
         """SQL name of the table playing `role`."""
-        return self.domain.table(role).names[self.naming]
+        return self.spelling.tables[role][0]
 
     def noun(self, role: str, plural: bool = False) -> str:
         """English noun for the table (singular or plural)."""
-        t = self.domain.table(role)
-        return (t.plurals if plural else t.names)[self.naming].replace("_", " ")
+        return self.spelling.tables[role][int(plural)].replace("_", " ")
 
     def col(self, role: str, col_role: str) -> str:
         """SQL name of a column: a value role ('name', 'cat', ...), 'id', or 'fk_<role>'."""
         if col_role == "id":
-            return "id" if self.naming == 0 else f"{self.table(role)}_id"
+            return f"{self.table(role)}_id" if self.spelling.table_prefixed_ids else "id"
         if col_role.startswith("fk_"):
             return f"{self.table(col_role[3:])}_id"
-        for c in self.domain.table(role).cols:
-            if c.role == col_role:
-                return c.names[self.naming]
-        raise KeyError(f"{self.domain.name}.{role} has no column role {col_role!r}")
+        if (role, col_role) not in self.spelling.columns:
+            raise KeyError(f"{self.domain.name}.{role} has no column role {col_role!r}")
+        return self.spelling.columns[(role, col_role)]
 
     def phrase(self, role: str, col_role: str) -> str:
         """English phrase for a column (its SQL name with spaces)."""
@@ -54,7 +94,7 @@ class DbInstance:
 def _columns(inst: DbInstance, role: str) -> list[tuple[str, str]]:
     """(column role, DDL fragment) in table order: id, value columns, foreign keys."""
     cols = [("id", f"{inst.col(role, 'id')} INTEGER PRIMARY KEY")]
-    cols += [(c.role, f"{c.names[inst.naming]} {c.sql_type}") for c in inst.domain.table(role).cols]
+    cols += [(c.role, f"{inst.col(role, c.role)} {c.sql_type}") for c in inst.domain.table(role).cols]
     cols += [(f"fk_{ref}", f"{inst.col(role, 'fk_' + ref)} INTEGER") for holder, ref in FOREIGN_KEYS if holder == role]
     return cols
 
