@@ -220,7 +220,9 @@ def make_builtin_splits(
     test_naming = 1 if rename_test_schemas else 0
     test_specs = [(f"{DOMAINS[k % n_dom].name}_{n_train_dbs + k}", k % n_dom, test_naming) for k in range(n_test_dbs)]
     first = n_train_dbs + n_test_dbs
-    train_specs += [(f"{DOMAINS[k % n_dom].name}_{first + k}", k % n_dom, SCRAMBLED) for k in range(scrambled_train_dbs)]
+    train_specs += [
+        (f"{DOMAINS[k % n_dom].name}_{first + k}", k % n_dom, SCRAMBLED) for k in range(scrambled_train_dbs)
+    ]
     drawn = generate_split_questions(root, train_specs, seed, questions_per_db, extra_per_db=rl_questions_per_db)
     train = drawn.questions
     test = generate_split(root, test_specs, seed, questions_per_db, start_id=len(train))

@@ -29,7 +29,11 @@ def _identifiers(db_path: str) -> set:
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory):
     root = tmp_path_factory.mktemp("scrambled")
-    return root, make_builtin_splits(root / "with", scrambled_train_dbs=2, **KW), make_builtin_splits(root / "without", **KW)
+    return (
+        root,
+        make_builtin_splits(root / "with", scrambled_train_dbs=2, **KW),
+        make_builtin_splits(root / "without", **KW),
+    )
 
 
 def test_scrambled_databases_use_none_of_the_domains_names(splits):
