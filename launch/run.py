@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rewardsql_jax.compilation_cache import default_cache_dir, use_compilation_cache
 from rewardsql_jax.config import apply_overrides, load_config
 from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed, speaker
 from rewardsql_jax.planning.launch import split_plan_overrides
@@ -37,9 +38,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(ROOT / "configs" / "default.py"), help="a config file in configs/")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
+    parser.add_argument(
+        "--compilation-cache",
+        default=default_cache_dir(),
+        metavar="DIR",
+        help="keep XLA's compiled programs here for later stages and runs ('' = off; default %(default)s)",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sft.steps=50 run_dir=runs/x")
     args = parser.parse_args(argv)
     try:
+        use_compilation_cache(args.compilation_cache)
         load_plugins(plugin_overrides(args.overrides))  # before the config: rl.algorithm / rl.loss may be theirs
         plan_opts, overrides = split_plan_overrides(args.overrides)
         config = apply_overrides(load_config(args.config), overrides)
