@@ -50,7 +50,45 @@ def test_lora_trains_adapters_alone_in_every_train_stage(tmp_path):
             else:  # the frozen base: bit-identical
                 np.testing.assert_array_equal(later[name], w, err_msg=name)
         assert any(changed)
+    # GRPO's PRM was its adapters over the policy's frozen base: one base in the process
+    assert json.loads((run_dir / "rl" / "metrics.json").read_text())["prm_shares_policy_base"] is True
+    _check_prm_over_policy_base(run_dir)
     # Rerunning the same command resumes: every stage is skipped.
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-4000:]
     assert again.stdout.count("already done") == 5
+
+
+def _check_prm_over_policy_base(run_dir: Path) -> None:
+    """The RL stage's PRM (adapters over the train state's base) holds no base weights of its own and scores as the
+    merged PRM the prm stage saved."""
+    import jax
+    from flax import nnx
+
+    from rewardsql_jax.config import apply_overrides, load_config
+    from rewardsql_jax.models.adapters import base_state
+    from rewardsql_jax.rewards.prm_scoring import PRMScorer
+    from rewardsql_jax.stages.context import RunContext
+    from rewardsql_jax.stages.rl.setup import load_prm_scorer, new_state, prm_over_policy_base
+
+    cfg = apply_overrides(
+        load_config(str(ROOT / "configs" / "smoke.py")),
+        [f"run_dir={run_dir}", f"model.lora.rank={RANK}", "model.lora.targets=q,v,gate"],
+    )
+    ctx = RunContext.create(cfg)
+    state = new_state(ctx)
+    shared = prm_over_policy_base(ctx, state)
+    assert shared is not None
+    scorer = shared.scorer_for(state)
+    base = jax.tree.leaves(base_state(scorer.model))
+    assert base and all(a is b for a, b in zip(base, jax.tree.leaves(state.frozen), strict=True))
+    assert not any(x is y for x in jax.tree.leaves(nnx.state(scorer.model)) for y in jax.tree.leaves(state.params))
+    rows = [json.loads(line) for line in (run_dir / "prm_labels" / "labels.jsonl").read_text().splitlines()][:6]
+    prompts, responses = [r["prompt"] for r in rows], [r["response"] for r in rows]
+    merged = load_prm_scorer(ctx).score(prompts, responses)
+    over_base = scorer.score(prompts, responses)
+    for a, b in zip(merged, over_base, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    # ... and its adapters matter: the base alone (the policy's initial adapters, B = 0) scores otherwise
+    base_only = PRMScorer(state.model(), ctx.tokenizer()).score(prompts, responses)
+    assert max(abs(x - y) for a, b in zip(merged, base_only) for x, y in zip(a, b)) > 1e-4

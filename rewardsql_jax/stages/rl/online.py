@@ -40,7 +40,17 @@ from ..context import RunContext
 from ..policy import save_model
 from ..run_config import OnlineRLConfig
 from .report import online_metrics, plot_learning_curve
-from .setup import RLData, fit_options, new_state, prm_scorer_if_needed, prm_scores, rl_data, train_step
+from .setup import (
+    PRMOverPolicyBase,
+    RLData,
+    fit_options,
+    new_state,
+    prm_scorer_for,
+    prm_scorer_if_needed,
+    prm_scores,
+    rl_data,
+    train_step,
+)
 
 if TYPE_CHECKING:
     from rewardsql_jax.rewards.prm_scoring import PRMScorer
@@ -60,7 +70,7 @@ class PromptSource:
     seed: int
     data: RLData
     sampler: RolloutSampler
-    scorer: PRMScorer | None
+    scorer: PRMScorer | PRMOverPolicyBase | None
     pad_id: int
     field: str  # the batch field the algorithm's update fills (OnlineAlgorithm.batch_field)
 
@@ -82,7 +92,11 @@ class PromptSource:
             ro = pending.collect()
         with timer.phase("reward"):
             scores = (
-                prm_scores(self.scorer, [r["prompt"] for r in ro.records], [c.text for c in ro.completions])
+                prm_scores(
+                    prm_scorer_for(self.scorer, state),
+                    [r["prompt"] for r in ro.records],
+                    [c.text for c in ro.completions],
+                )
                 if self.scorer is not None
                 else None
             )
@@ -254,7 +268,7 @@ def run_online(ctx: RunContext) -> dict:
         seed=cfg.seed,
         data=data,
         sampler=sampler,
-        scorer=prm_scorer_if_needed(ctx),
+        scorer=prm_scorer_if_needed(ctx, state),
         pad_id=pad_id(tok),
         field=algo.batch_field,
     )
@@ -277,5 +291,6 @@ def run_online(ctx: RunContext) -> dict:
     # the host work (decode, execute, score) each process did: its own rows only
     metrics["rows_scored_per_process"] = all_gather_objects("rl rows scored", sampler.rows_scored)
     if source.scorer is not None:
-        metrics["prm_placement"] = placement(source.scorer.model)
+        metrics["prm_placement"] = placement(prm_scorer_for(source.scorer, state).model)
+        metrics["prm_shares_policy_base"] = isinstance(source.scorer, PRMOverPolicyBase)
     return ctx.finish("rl", metrics)

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
+
+import jax
+from flax import nnx
 
 from rewardsql_jax.distributed import gather_rows, owns_row
+from rewardsql_jax.models.adapters import adapter_state
+from rewardsql_jax.models.lora_io import ADAPTER_CONFIG, load_adapters
 from rewardsql_jax.rewards.prm_scoring import PRMScorer
 from rewardsql_jax.rl import get_algorithm, policy_loss
 from rewardsql_jax.training.collate import rl_length
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
-from rewardsql_jax.training.state import create_train_state
+from rewardsql_jax.training.state import TrainState, create_train_state, merge_model
 from rewardsql_jax.training.step import make_train_step
 from rewardsql_jax.training.step_checkpoints import StepCheckpoints
 
@@ -68,6 +74,11 @@ def rl_data(ctx: RunContext) -> RLData:
 
 def load_prm_scorer(ctx: RunContext):
     """PRMScorer of ``prm/model``, or a clear error when the prm stage has not run."""
+    return PRMScorer(load_model(prm_model_dir(ctx), ctx.config.model.dtype, ctx.host_mesh()), ctx.tokenizer())
+
+
+def prm_model_dir(ctx: RunContext):
+    """``prm/model``, or a clear error when the prm stage has not run."""
     path = ctx.run_dir / "prm" / "model"
     if not (path / "config.json").exists():
         raise FileNotFoundError(
@@ -75,7 +86,40 @@ def load_prm_scorer(ctx: RunContext):
             f"first (stages=(..., 'prm_labels', 'prm', 'rl')), or use rl.algorithm=grpo_outcome "
             f"or reinforce_pp, which need no PRM"
         )
-    return PRMScorer(load_model(path, ctx.config.model.dtype, ctx.host_mesh()), ctx.tokenizer())
+    return path
+
+
+@dataclasses.dataclass
+class PRMOverPolicyBase:
+    """The PRM of a LoRA run as its own adapters over the RL policy's frozen base (``model.lora``).
+
+    The prm stage trained adapters over the SFT policy, which is the RL policy's base as well, so one copy of the
+    base serves the policy, its reference (the initial adapters) and the PRM: the PRM adds only its adapters. The
+    train step donates the whole state, base included, so ``scorer_for`` rebuilds the PRM over each step's base
+    (the same graph: no recompilation, no weights copied)."""
+
+    scorer: PRMScorer
+    graphdef: Any
+    adapters: nnx.State
+
+    def scorer_for(self, state: TrainState) -> PRMScorer:
+        self.scorer.model = merge_model(self.graphdef, self.adapters, state.frozen)
+        return self.scorer
+
+
+def prm_over_policy_base(ctx: RunContext, state: TrainState) -> PRMOverPolicyBase | None:
+    """The PRM as adapters over ``state``'s frozen base when both are LoRA models of one base in one process
+    (``prm/model/adapter`` exists and the state trains adapters), else None (the PRM is loaded whole)."""
+    adapter_dir = prm_model_dir(ctx) / "adapter"
+    if state.frozen is None or not (adapter_dir / ADAPTER_CONFIG).exists() or jax.process_count() > 1:
+        return None
+    prm = load_adapters(state.model(), adapter_dir)  # refuses adapters of another rank, alpha or targets
+    return PRMOverPolicyBase(PRMScorer(prm, ctx.tokenizer()), nnx.graphdef(prm), adapter_state(prm))
+
+
+def prm_scorer_for(prm: PRMScorer | PRMOverPolicyBase, state: TrainState) -> PRMScorer:
+    """The scorer to use with ``state`` (``PRMOverPolicyBase`` over its current base)."""
+    return prm.scorer_for(state) if isinstance(prm, PRMOverPolicyBase) else prm
 
 
 def prm_scores(scorer: PRMScorer, prompts: list, responses: list) -> list:
@@ -87,10 +131,13 @@ def prm_scores(scorer: PRMScorer, prompts: list, responses: list) -> list:
     )
 
 
-def prm_scorer_if_needed(ctx: RunContext):
-    """The PRM scorer when the configured algorithm's reward uses one (``uses_prm``), else None (no PRM loaded)."""
+def prm_scorer_if_needed(ctx: RunContext, state: TrainState) -> PRMScorer | PRMOverPolicyBase | None:
+    """The PRM when the configured algorithm's reward uses one (``uses_prm``), else None (no PRM loaded): its
+    adapters over the policy's base when both are LoRA models (``prm_over_policy_base``), else the whole model."""
     rl = ctx.config.rl
-    return load_prm_scorer(ctx) if get_algorithm(rl.algorithm).uses_prm(rl) else None
+    if not get_algorithm(rl.algorithm).uses_prm(rl):
+        return None
+    return prm_over_policy_base(ctx, state) or load_prm_scorer(ctx)
 
 
 def new_state(ctx: RunContext):
