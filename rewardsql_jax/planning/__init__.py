@@ -8,7 +8,7 @@ from rewardsql_jax.models.presets import PRESETS, preset_config
 
 from .aot import analytic_kv_cache_bytes, analytic_train_flops, plan_memory, planning_mesh, shard_bytes
 from .devices import planning_devices
-from .from_run import model_config_of, plan_from_run_config
+from .from_run import base_model_config_of, model_config_of, plan_from_run_config
 from .launch import run_plan, split_plan_overrides
 from .report import HBM_GB, FitCheck, assert_fits, check_fits, format_plan, print_plan
 from .result import CompiledStats, Plan

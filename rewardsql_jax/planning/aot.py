@@ -449,4 +449,11 @@ def _measure_sizes(cfg, mesh, kw):
     state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=kw["reference"]))
     sh = state_shardings(state, mesh)
     ref = shard_bytes(state.ref_params, sh.ref_params) if kw["reference"] else 0
-    return shard_bytes(state.params, sh.params), ref, shard_bytes(state.opt_state, sh.opt_state)
+    return policy_bytes(state, sh), ref, shard_bytes(state.opt_state, sh.opt_state)
+
+
+def policy_bytes(state, shardings) -> int:
+    """Bytes per device of the policy's weights in a train state: its parameters, and with LoRA the frozen base
+    they adapt (the reference and the AdamW moments then cover the adapters alone)."""
+    frozen = 0 if state.frozen is None else shard_bytes(state.frozen, shardings.frozen)
+    return shard_bytes(state.params, shardings.params) + frozen

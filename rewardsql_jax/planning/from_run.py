@@ -18,8 +18,17 @@ from .result import Plan
 
 
 def model_config_of(run_config) -> ModelConfig:
-    """The policy architecture of a run: the checkpoint's config.json; a known preset matched by the
-    checkpoint folder name when the folder is not on this machine; else the fresh Qwen2 of ``config.model``."""
+    """The policy architecture of a run as its train stages build it: ``base_model_config_of`` with the run's LoRA
+    adapters (``model.lora``; the train state then holds the adapters as its parameters and the base frozen)."""
+    cfg = base_model_config_of(run_config)
+    lora = run_config.model.lora
+    return cfg.replace(lora=lora) if lora.enabled else cfg
+
+
+def base_model_config_of(run_config) -> ModelConfig:
+    """The policy architecture of a run's checkpoints (no adapters): the checkpoint's config.json; a known preset
+    matched by the checkpoint folder name when the folder is not on this machine; else the fresh Qwen2 of
+    ``config.model``."""
     m = run_config.model
     if m.path:
         if (Path(m.path) / "config.json").exists() or (Path(m.path).exists() and find_gguf_file(m.path)):

@@ -24,6 +24,7 @@ import jax
 from flax import nnx
 
 from rewardsql_jax.models.config import ModelConfig, resolve_dtype
+from rewardsql_jax.models.lora import LoRAParam
 from rewardsql_jax.models.registry import build_model
 from rewardsql_jax.models.sharding import make_mesh, param_shardings
 from rewardsql_jax.sampling.inputs import GEN_ROUND, prompt_width
@@ -51,6 +52,12 @@ def _per_device_rows(rows: int, mesh) -> int:
 def weight_bytes(cfg: ModelConfig, mesh) -> int:
     """Bytes of ``cfg``'s parameters (in ``cfg.param_dtype``) one device holds under the rules table on ``mesh``."""
     state = nnx.state(nnx.eval_shape(lambda: build_model(cfg)))
+    return shard_bytes(state, param_shardings(state, mesh))
+
+
+def adapter_bytes(cfg: ModelConfig, mesh) -> int:
+    """Bytes of the LoRA adapters of ``cfg`` (``cfg.lora``) one device holds on ``mesh``; 0 without adapters."""
+    state = nnx.state(nnx.eval_shape(lambda: build_model(cfg)), LoRAParam)
     return shard_bytes(state, param_shardings(state, mesh))
 
 

@@ -29,9 +29,10 @@ from rewardsql_jax.rl.rollouts import sampler_prompts
 from rewardsql_jax.sampling.inputs import PROMPTS_PER_CALL, prompt_width
 
 from .aot import planning_mesh
-from .from_run import model_config_of
+from .from_run import base_model_config_of, model_config_of
 from .result import GB, Held, StageMemory
 from .sampling_memory import (
+    adapter_bytes,
     forward_activation_bytes,
     host_sampling_mesh,
     loaded_config,
@@ -54,12 +55,21 @@ class _Counter:
 
     def __init__(self, config, devices, local_devices: int):
         self.config, self.devices = config, devices
-        self.train_cfg = model_config_of(config)  # fp32 master weights, compute model.dtype
-        self.loaded_cfg = loaded_config(self.train_cfg, config.model.dtype)
+        self.train_cfg = model_config_of(config)  # fp32 master weights (LoRA: + adapters), compute model.dtype
+        # what the sampling stages load: the saved (merged) checkpoints, no adapters
+        self.loaded_cfg = loaded_config(base_model_config_of(config), config.model.dtype)
         self.local = host_sampling_mesh(local_devices, None if isinstance(devices, int) else devices)
         self.local_devices = local_devices
         self.weights = weight_bytes(self.loaded_cfg, self.local)
         self.where = f"local mesh of {local_devices} device(s)"
+        # LoRA in one process: the RL stage's PRM is its adapters over the policy's base (stages.rl.setup)
+        total = devices if isinstance(devices, int) else len(devices)
+        self.prm_over_policy_base = config.model.lora.enabled and local_devices >= total
+
+    def prm_adapters(self) -> int:
+        """Bytes per device of the PRM's adapters over the policy's base, on the run mesh."""
+        m = self.config.mesh
+        return adapter_bytes(self.train_cfg, planning_mesh((m.data, m.fsdp, m.tensor), self.devices))
 
     def sampler(self, prompts, samples, prompt_len, new_tokens, mesh=None, cfg=None) -> tuple[Held, Held]:
         mesh, cfg = mesh or self.local, cfg or self.loaded_cfg
@@ -92,7 +102,11 @@ def _train_row(c: _Counter, stage: str, compile_layers) -> StageMemory:
     return _row(
         stage,
         {step.what.split(" (")[0]: [Held(step.what, step.stats.peak_bytes)]},
-        (f"{model} (fp32) + AdamW moments + activations",),
+        (
+            f"{model} base + LoRA adapters, AdamW moments of the adapters, activations"
+            if c.config.model.lora.enabled
+            else f"{model} (fp32) + AdamW moments + activations",
+        ),
         f"run mesh {m.data}x{m.fsdp}x{m.tensor}",
         f"{raise_micro_batches(c.config, stage)}, set model.remat=true, lower {step.knob}, shard wider, or lower "
         f"model.max_len",
@@ -116,7 +130,13 @@ def _prm_labels_row(c: _Counter) -> StageMemory:
 def _rl_row(c: _Counter, rl_plan, compile_layers) -> StageMemory:
     cfg, rl = c.config, c.config.rl
     algorithm = get_algorithm(rl.algorithm)
-    scorer = [Held("PRM scorer weights", c.weights)] if algorithm.uses_prm(rl) else []
+    scorer = []
+    if algorithm.uses_prm(rl):
+        scorer = [
+            Held("PRM adapters over the policy's base", c.prm_adapters())
+            if c.prm_over_policy_base
+            else Held("PRM scorer weights", c.weights)
+        ]
     if rl_plan is None and planned_by_the_rl_plan(cfg):
         from rewardsql_jax.planning import plan_from_run_config
 
@@ -155,16 +175,18 @@ def _rl_row(c: _Counter, rl_plan, compile_layers) -> StageMemory:
     m = cfg.mesh
     models = ["policy", "reference", "AdamW moments"]
     models += ["sampler KV cache"] if "sampler" in phases else []
-    models += ["PRM scorer (local)"] if scorer else []
+    if scorer:
+        models += ["PRM adapters (over the policy's base)" if c.prm_over_policy_base else "PRM scorer (local)"]
     advice = (
         f"raise mesh.micro_batches (now {m.micro_batches}), lower rl.prompts_per_sampler_call / rl.max_new_tokens, "
         f"shard wider, or lower model.max_len"
     )
-    if scorer:
+    if scorer and not c.prm_over_policy_base:
         advice += (
             f"; the PRM scorer holds {c.weights / GB:.2f} GB per device: {MORE_HOSTS}, or an algorithm without a PRM"
         )
-    return _row("rl", phases, models, f"run mesh {m.data}x{m.fsdp}x{m.tensor}; PRM on {c.where}", advice)
+    prm_where = "the run mesh" if c.prm_over_policy_base else c.where
+    return _row("rl", phases, models, f"run mesh {m.data}x{m.fsdp}x{m.tensor}; PRM on {prm_where}", advice)
 
 
 def _exists(config, *parts) -> bool:

@@ -118,11 +118,13 @@ def train_step_memory(config, stage: str, devices, *, compile_layers: int | None
 
 
 def train_state_bytes(config, devices) -> tuple[int, int, int]:
-    """(policy, reference, AdamW moments) bytes per device of the RL train state on the run's mesh."""
+    """(policy, reference, AdamW moments) bytes per device of the RL train state on the run's mesh (with LoRA: base
+    + adapters, the reference's adapters, the adapters' moments)."""
     import jax
 
     from rewardsql_jax.models.registry import build_model
     from rewardsql_jax.planning import model_config_of, planning_mesh, shard_bytes
+    from rewardsql_jax.planning.aot import policy_bytes
     from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
     from rewardsql_jax.training.sharding import state_shardings
     from rewardsql_jax.training.state import create_train_state
@@ -134,7 +136,7 @@ def train_state_bytes(config, devices) -> tuple[int, int, int]:
     state = jax.eval_shape(lambda: create_train_state(build_model(cfg), tx, with_reference=True))
     sh = state_shardings(state, mesh)
     return (
-        shard_bytes(state.params, sh.params),
+        policy_bytes(state, sh),
         shard_bytes(state.ref_params, sh.ref_params),
         shard_bytes(state.opt_state, sh.opt_state),
     )

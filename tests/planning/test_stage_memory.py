@@ -87,3 +87,29 @@ def test_a_sampling_stage_that_does_not_fit_names_the_stage_bytes_and_fix(tmp_pa
     assert msg.startswith("will OOM: the ") and " of the inference stage needs" in msg
     assert "GB per device" in msg and "inference.best_of_n" in msg and "PRM scorer weights" in msg
     assert "memory_check=off" in msg
+
+
+def test_with_lora_the_state_holds_base_and_adapters_and_trains_the_adapters_alone(tmp_path):
+    from rewardsql_jax.models.lora import LoRAConfig
+    from rewardsql_jax.planning.train_memory import train_state_bytes
+
+    cfg = dataclasses.replace(TINY, run_dir=str(tmp_path))
+    lora = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, lora=LoRAConfig(rank=2)))
+    devices = jax.devices()[:1]
+    (full_policy, _, full_opt), (policy, ref, opt) = (
+        train_state_bytes(cfg, devices),
+        train_state_bytes(lora, devices),
+    )
+    adapters = policy - full_policy  # the policy is the whole base plus its adapters
+    assert 0 < adapters < full_policy / 4
+    assert ref == adapters  # the reference is the initial adapters over the same base, not a second base
+    assert 2 * adapters <= opt < 2 * adapters + 64 < full_opt  # AdamW moments of the adapters (and step counts)
+    # the RL row: the PRM is its adapters over the policy's base in one process, the whole model across hosts
+    row = _rows(lora, ("rl",))["rl"]
+    prm = [p for p in row.parts if "PRM" in p.name and "activations" not in p.name]
+    assert [(p.name, p.bytes) for p in prm] == [("PRM adapters over the policy's base", adapters)]
+    assert "PRM adapters (over the policy's base)" in row.models
+    assert row.peak_bytes < _rows(cfg, ("rl",))["rl"].peak_bytes
+    assert not stage_memory._Counter(lora, 2, 1).prm_over_policy_base
+    # adapters alone train: no base gradients or moments in the compiled SFT step
+    assert _rows(lora, ("sft",))["sft"].peak_bytes < _rows(cfg, ("sft",))["sft"].peak_bytes
