@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rewardsql_jax.compilation_cache import default_cache_dir, use_compilation_cache
+from rewardsql_jax.compilation_cache import cache_directory, default_cache_dir, use_compilation_cache
 from rewardsql_jax.config import apply_overrides, load_config
 from rewardsql_jax.distributed import is_primary, maybe_initialize_distributed, speaker
 from rewardsql_jax.planning.launch import split_plan_overrides
@@ -45,9 +45,9 @@ def main(argv=None) -> int:
         help="keep XLA's compiled programs here for later stages and runs ('' = off; default %(default)s)",
     )
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. sft.steps=50 run_dir=runs/x")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options may come between the overrides
     try:
-        use_compilation_cache(args.compilation_cache)
+        cache = cache_directory(args.compilation_cache)
         load_plugins(plugin_overrides(args.overrides))  # before the config: rl.algorithm / rl.loss may be theirs
         plan_opts, overrides = split_plan_overrides(args.overrides)
         config = apply_overrides(load_config(args.config), overrides)
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
             raise
         parser.error(str(e))
     try:
-        return _run(config, plan_opts)
+        return _run(config, plan_opts, cache)
     except Preempted as e:  # SIGTERM during RL: checkpointed; the same command resumes
         print(f"{speaker()}{e}", file=sys.stderr)
         return PREEMPTED_EXIT
@@ -75,9 +75,10 @@ SAYS_IT_ALL = (WillNotFit, StageConfigChanged)
 DEBUG_HINT = " (rerun with --debug for the traceback)"
 
 
-def _run(config, plan_opts) -> int:
+def _run(config, plan_opts, cache=None) -> int:
     if plan_opts is None:  # one process per host on a pod (JAX_* / TPU environment): join the others
         maybe_initialize_distributed()
+    use_compilation_cache(cache)  # after joining: single-process runs only
     if getattr(config, "pipeline", None) == "conductor":  # SQLConductor (configs/conductor_*.py)
         from rewardsql_jax.conductor.run import print_summary as conductor_summary
         from rewardsql_jax.conductor.run import run_conductor

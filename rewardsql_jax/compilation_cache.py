@@ -25,13 +25,9 @@ def default_cache_dir() -> str:
     return os.environ.get(ENV_DIR, DEFAULT_DIR)
 
 
-def use_compilation_cache(directory: str) -> Path | None:
-    """Keep compiled programs in ``directory`` (created if missing) from now on; ``''`` leaves the cache off.
-    A directory JAX was already given (``JAX_COMPILATION_CACHE_DIR``) wins. Call before the first compilation.
-    Returns the directory in use, or None. A directory that cannot be created raises ValueError saying which."""
-    current = jax.config.values["jax_compilation_cache_dir"]
-    if current:
-        return Path(current)
+def cache_directory(directory: str) -> Path | None:
+    """``directory`` expanded and created (None for ``''``: the cache off). One that cannot be created raises
+    ValueError saying which and what to do."""
     if not directory:
         return None
     path = Path(directory).expanduser()
@@ -42,6 +38,20 @@ def use_compilation_cache(directory: str) -> Path | None:
             f"cannot create the compilation cache directory {path} ({e.strerror}); give a writable one with "
             f"--compilation-cache DIR or turn it off with --compilation-cache ''"
         ) from None
+    return path
+
+
+def use_compilation_cache(path: Path | None) -> Path | None:
+    """Keep compiled programs in ``path`` (``cache_directory``) from now on; None leaves the cache off. A directory
+    JAX was already given (``JAX_COMPILATION_CACHE_DIR``) wins. Call before the first compilation and after joining
+    the other processes of a launch: with several processes it stays off, because an executable read back there
+    rounded differently from the one compiled in the run it resumes (a 2-process LoRA run resumed after SIGTERM
+    was not bit-identical with the cache, and is without it). Returns the directory in use, or None."""
+    current = jax.config.values["jax_compilation_cache_dir"]
+    if current:
+        return Path(current)
+    if path is None or jax.process_count() > 1:
+        return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)

@@ -33,8 +33,8 @@ def test_a_second_run_reads_every_program_back_and_trains_the_same(tmp_path):
 
 def test_an_empty_directory_name_turns_it_off(tmp_path):
     code = (
-        "import jax; from rewardsql_jax.compilation_cache import use_compilation_cache as u; "
-        "print(u(''), jax.config.values['jax_compilation_cache_dir'])"
+        "import jax; from rewardsql_jax.compilation_cache import cache_directory as c, use_compilation_cache as u; "
+        "print(u(c('')), jax.config.values['jax_compilation_cache_dir'])"
     )
     env_free = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_free, check=True)

@@ -38,7 +38,8 @@ SMOKE = [
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     pod, single = tmp_path_factory.mktemp("pod"), tmp_path_factory.mktemp("single")
-    outs = launch([*SMOKE, f"run_dir={pod / 'run'}"], processes=2, devices=2, log_dir=pod)
+    cache = ["--compilation-cache", str(pod / "xla")]
+    outs = launch([*SMOKE, *cache, f"run_dir={pod / 'run'}"], processes=2, devices=2, log_dir=pod)
     launch([*SMOKE, f"run_dir={single / 'run'}"], processes=1, devices=8, log_dir=single)
     return pod / "run", single / "run", outs
 
@@ -52,6 +53,7 @@ def test_two_processes_train_the_same_parameters_as_one(two_runs, model):
 
 def test_two_processes_give_the_same_ex_table_and_write_each_file_once(two_runs):
     pod, single, outs = two_runs
+    assert not any((pod.parent / "xla").iterdir())  # no compilation cache across processes (compilation_cache.py)
     ex = [json.loads((run / "evaluate" / "metrics.json").read_text())["ex"] for run in (pod, single)]
     assert ex[0] == ex[1]
     records = [json.loads(line) for line in (pod / "log.jsonl").read_text().splitlines()]

@@ -1,6 +1,7 @@
 """Preemption with a real signal: SIGTERM to a running ``launch/run.py`` during RL checkpoints at the next step
 boundary and exits resumably (143); the same command then finishes with parameters bit-identical to a run that
-was never interrupted. Single process, and 2 processes where only one of them is signalled."""
+was never interrupted. Single process, and 2 processes where only one of them is signalled; full fine-tuning and
+LoRA (the checkpoint then holds the adapters and their optimizer state alone)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from pod import launch, model_params, start, wait, wait_for_rl_step
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = ["--config", str(ROOT / "configs" / "smoke.py"), "workers=1"]
+_BASE = ["--config", str(ROOT / "configs" / "smoke.py"), "workers=1"]
 RL = ["stages=cold_start,sft,rl", "rl.algorithm=grpo_outcome", "rl.steps=20", "rl.checkpoint_every=100"]
+LORA = ["model.lora.rank=4", "model.lora.targets=q,v,gate"]
 
 
-def _preempt_and_resume(tmp_path: Path, *, processes: int, devices: int, signalled: int):
+def _preempt_and_resume(tmp_path: Path, *, processes: int, devices: int, signalled: int, extra=()):
     base = tmp_path / "base"
+    BASE = [*_BASE, *extra]
     launch(
         [*BASE, f"run_dir={base}", "stages=cold_start,sft"],
         processes=processes,
@@ -47,6 +50,22 @@ def _preempt_and_resume(tmp_path: Path, *, processes: int, devices: int, signall
     assert 2 <= m["resumed_from_step"] < 20 and m["steps"] == 20
     for a, b in zip(model_params(cut / "rl" / "policy"), model_params(full / "rl" / "policy")):
         np.testing.assert_array_equal(a, b)
+    if extra:  # the RL checkpoint held the adapters alone, and the resumed adapters are the uninterrupted ones
+        saved = list((cut / "rl" / "checkpoint").glob("*/state/_METADATA"))
+        assert saved
+        for path in saved:  # every matrix Orbax wrote (params, reference, AdamW moments) is an adapter's
+            tree = json.loads(path.read_text())["tree_metadata"]
+            matrices = [k for k, v in tree.items() if len(v["value_metadata"].get("write_shape") or ()) >= 2]
+            assert matrices and all("'lora'" in k for k in matrices), path
+        for a, b in zip(_adapters(cut), _adapters(full), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def _adapters(run_dir: Path) -> list:
+    from safetensors.numpy import load_file
+
+    stored = load_file(str(run_dir / "rl" / "policy" / "adapter" / "adapter_model.safetensors"))
+    return [stored[k] for k in sorted(stored)]
 
 
 def test_sigterm_during_rl_resumes_to_the_uninterrupted_result(tmp_path):
@@ -55,3 +74,11 @@ def test_sigterm_during_rl_resumes_to_the_uninterrupted_result(tmp_path):
 
 def test_sigterm_to_one_process_of_two_stops_both_at_the_same_step(tmp_path):
     _preempt_and_resume(tmp_path, processes=2, devices=1, signalled=1)
+
+
+def test_sigterm_during_lora_rl_resumes_to_the_uninterrupted_result(tmp_path):
+    _preempt_and_resume(tmp_path, processes=1, devices=1, signalled=0, extra=LORA)
+
+
+def test_sigterm_to_one_of_two_lora_processes_stops_both_and_resumes(tmp_path):
+    _preempt_and_resume(tmp_path, processes=2, devices=1, signalled=1, extra=LORA)
