@@ -18,6 +18,7 @@ DEFAULT_DIR = "~/.cache/rewardsql_jax/xla"
 ENV_DIR = "REWARDSQL_COMPILATION_CACHE"  # overrides DEFAULT_DIR; '' turns the cache off
 MAX_BYTES = 4 * 1024**3  # least recently used programs are evicted past this
 MIN_COMPILE_SECONDS = 0.2  # programs that compile faster are not worth a file
+MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 
 
 def default_cache_dir() -> str:
@@ -50,9 +51,10 @@ def use_compilation_cache(path: Path | None) -> Path | None:
     current = jax.config.values["jax_compilation_cache_dir"]
     if current:
         return Path(current)
-    if path is None or jax.process_count() > 1:
+    if path is None or jax.distributed.is_initialized():  # (not process_count(): it would start the backend)
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    if MIN_COMPILE_ENV not in os.environ:  # JAX's own setting wins
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
     return path

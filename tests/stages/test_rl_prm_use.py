@@ -14,6 +14,9 @@ def _ctx(tmp_path, **rl):
     return types.SimpleNamespace(config=RunConfig(rl=RLConfig(**rl)), run_dir=tmp_path)
 
 
+FULL_MODEL_STATE = types.SimpleNamespace(frozen=None)  # a state without LoRA: the PRM would be loaded whole
+
+
 @pytest.mark.parametrize(
     "rl",
     [
@@ -23,7 +26,7 @@ def _ctx(tmp_path, **rl):
     ],
 )
 def test_no_prm_is_loaded_when_the_reward_does_not_use_it(tmp_path, rl):
-    assert prm_scorer_if_needed(_ctx(tmp_path, **rl)) is None  # no prm/model in tmp_path: a load would raise
+    assert prm_scorer_if_needed(_ctx(tmp_path, **rl), FULL_MODEL_STATE) is None  # no prm/model in tmp_path: a load would raise
 
 
 @pytest.mark.parametrize(
@@ -36,4 +39,4 @@ def test_no_prm_is_loaded_when_the_reward_does_not_use_it(tmp_path, rl):
 )
 def test_the_prm_is_loaded_when_the_reward_uses_it(tmp_path, rl):
     with pytest.raises(FileNotFoundError, match="needs the PRM"):
-        prm_scorer_if_needed(_ctx(tmp_path, **rl))
+        prm_scorer_if_needed(_ctx(tmp_path, **rl), FULL_MODEL_STATE)
