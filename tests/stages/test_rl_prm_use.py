@@ -26,7 +26,9 @@ FULL_MODEL_STATE = types.SimpleNamespace(frozen=None)  # a state without LoRA: t
     ],
 )
 def test_no_prm_is_loaded_when_the_reward_does_not_use_it(tmp_path, rl):
-    assert prm_scorer_if_needed(_ctx(tmp_path, **rl), FULL_MODEL_STATE) is None  # no prm/model in tmp_path: a load would raise
+    assert (
+        prm_scorer_if_needed(_ctx(tmp_path, **rl), FULL_MODEL_STATE) is None
+    )  # no prm/model in tmp_path: a load would raise
 
 
 @pytest.mark.parametrize(
