@@ -21,6 +21,10 @@ from flax import nnx
 
 # the projections an adapter may target, by the short names LoRAConfig.targets uses; the module is f"{t}_proj"
 TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+# storage dtypes of a LoRA model's frozen base ("" = as loaded)
+BASE_DTYPES = ("", "float32", "bfloat16")
+# the adapters' own storage dtype: fp32 master weights whatever the base's (peft's autocast_adapter_dtype)
+ADAPTER_DTYPE = jnp.float32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,12 +34,16 @@ class LoRAConfig:
     ``alpha``: the output of ``B A`` is scaled by ``alpha / rank`` (peft's ``lora_alpha``); ``dropout``: on the
     adapter's input in train steps only (peft's ``lora_dropout``); ``targets``: any of ``TARGETS`` (``q k v o``
     attention, ``gate up down`` MLP), written as a tuple or, on the command line, ``model.lora.targets=q,v,gate``.
+    ``base_dtype``: the storage dtype of the frozen base weights once adapters are added (``"bfloat16"`` halves
+    them, as QLoRA-style recipes hold the base below the adapters' precision); empty keeps the loaded dtype. The
+    adapters themselves are always fp32 master weights.
     """
 
     rank: int = 0
     alpha: float = 16.0
     dropout: float = 0.0
     targets: tuple = ("q", "k", "v", "o")
+    base_dtype: str = ""
 
     def __post_init__(self):
         if isinstance(self.targets, str):
@@ -51,6 +59,11 @@ class LoRAConfig:
         if unknown or len(set(self.targets)) != len(self.targets) or (self.rank and not self.targets):
             problem = f"unknown {unknown}" if unknown else "repeated" if self.targets else "empty"
             raise ValueError(f"lora.targets={self.targets!r} ({problem}): choose distinct ones of {', '.join(TARGETS)}")
+        if self.base_dtype not in BASE_DTYPES:
+            choices = ", ".join(repr(d) for d in BASE_DTYPES)
+            raise ValueError(
+                f"lora.base_dtype={self.base_dtype!r}: choose one of {choices} ('' keeps the loaded dtype)"
+            )
 
     @property
     def enabled(self) -> bool:
@@ -84,9 +97,9 @@ class LoRA(nnx.Module):
     ``axes`` are the base kernel's logical axes; the rank axis is ``lora_rank`` (replicated by the default rules).
     """
 
-    def __init__(self, d_in: int, d_out: int, axes, lora: LoRAConfig, *, key, param_dtype, compute_dtype):
-        self.a = LoRAParam(_a_init(key, (d_in, lora.rank), param_dtype), logical_axes=(axes[0], "lora_rank"))
-        self.b = LoRAParam(jnp.zeros((lora.rank, d_out), param_dtype), logical_axes=("lora_rank", axes[1]))
+    def __init__(self, d_in: int, d_out: int, axes, lora: LoRAConfig, *, key, compute_dtype):
+        self.a = LoRAParam(_a_init(key, (d_in, lora.rank), ADAPTER_DTYPE), logical_axes=(axes[0], "lora_rank"))
+        self.b = LoRAParam(jnp.zeros((lora.rank, d_out), ADAPTER_DTYPE), logical_axes=("lora_rank", axes[1]))
         self.scale = lora.scale
         self.dropout = lora.dropout
         self.dropout_key: LoRADropoutKey | None = nnx.data(None)

@@ -46,7 +46,6 @@ class Linear(nnx.Module):
                 axes,
                 lora,
                 key=jax.random.fold_in(key, 1),
-                param_dtype=cfg.weight_dtype,
                 compute_dtype=cfg.compute_dtype,
             )
             if lora is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rewardsql_jax.models.adapters import adapted_config
 from rewardsql_jax.models.config import ModelConfig
 from rewardsql_jax.models.fresh import fresh_config
 from rewardsql_jax.models.gguf import find_gguf_file
@@ -22,7 +23,7 @@ def model_config_of(run_config) -> ModelConfig:
     adapters (``model.lora``; the train state then holds the adapters as its parameters and the base frozen)."""
     cfg = base_model_config_of(run_config)
     lora = run_config.model.lora
-    return cfg.replace(lora=lora) if lora.enabled else cfg
+    return adapted_config(cfg, lora) if lora.enabled else cfg
 
 
 def base_model_config_of(run_config) -> ModelConfig:

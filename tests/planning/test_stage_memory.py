@@ -113,3 +113,19 @@ def test_with_lora_the_state_holds_base_and_adapters_and_trains_the_adapters_alo
     assert not stage_memory._Counter(lora, 2, 1).prm_over_policy_base
     # adapters alone train: no base gradients or moments in the compiled SFT step
     assert _rows(lora, ("sft",))["sft"].peak_bytes < _rows(cfg, ("sft",))["sft"].peak_bytes
+
+
+def test_a_bf16_lora_base_is_counted_at_half_the_bytes(tmp_path):
+    from rewardsql_jax.models.lora import LoRAConfig
+    from rewardsql_jax.planning.train_memory import train_state_bytes
+
+    def policy_bytes(lora):
+        cfg = dataclasses.replace(TINY, run_dir=str(tmp_path), model=dataclasses.replace(TINY.model, lora=lora))
+        return train_state_bytes(cfg, jax.devices()[:1])
+
+    full, _, _ = policy_bytes(LoRAConfig())
+    fp32, ref, opt = policy_bytes(LoRAConfig(rank=2))
+    bf16, ref16, opt16 = policy_bytes(LoRAConfig(rank=2, base_dtype="bfloat16"))
+    adapters = fp32 - full
+    assert bf16 == full // 2 + adapters  # the base at 2 bytes per weight, the adapters still fp32
+    assert (ref16, opt16) == (ref, opt)  # reference and moments are the adapters', unchanged

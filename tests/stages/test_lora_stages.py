@@ -18,17 +18,26 @@ def _weights(path: Path) -> dict:
     return load_file(str(path / "model.safetensors"))
 
 
+def _bf16_rounded(w: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return w.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
 @pytest.mark.slow
-def test_lora_trains_adapters_alone_in_every_train_stage(tmp_path):
+@pytest.mark.parametrize("base_dtype", ["", "bfloat16"], ids=["base-as-loaded", "bf16-base"])
+def test_lora_trains_adapters_alone_in_every_train_stage(tmp_path, base_dtype):
+    """With ``model.lora.base_dtype=bfloat16`` each stage holds its loaded model in bf16 under fp32 adapters: its
+    merged weights are then that rounded base plus a rank-r update (in fp32)."""
     run_dir = tmp_path / "lora"
+    overrides = [f"model.lora.rank={RANK}", "model.lora.targets=q,v,gate", f"model.lora.base_dtype={base_dtype}"]
     cmd = [
         sys.executable,
         str(ROOT / "launch" / "run.py"),
         "--config",
         str(ROOT / "configs" / "smoke.py"),
         f"run_dir={run_dir}",
-        f"model.lora.rank={RANK}",
-        "model.lora.targets=q,v,gate",
+        *overrides,
         "stages=cold_start,sft,prm_labels,prm,rl",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -39,10 +48,15 @@ def test_lora_trains_adapters_alone_in_every_train_stage(tmp_path):
         assert (run_dir / d / "adapter" / "adapter_model.safetensors").exists(), d
     sft, rl, prm = (_weights(run_dir / d) for d in ("sft/policy", "rl/policy", "prm/model"))
     assert set(rl) == set(sft) == set(prm)
-    for later in (rl, prm):  # both start from the SFT policy's merged weights
+    assert all(w.dtype == np.float32 for w in (*sft.values(), *rl.values()))  # merged in fp32 whatever the base
+    if base_dtype:  # the SFT stage's frozen base was bf16: its untouched weights are exactly bf16 values
+        untouched = [w for name, w in sft.items() if not any(t in name for t in ("q_proj", "v_proj", "gate_proj"))]
+        assert untouched and all(np.array_equal(w, _bf16_rounded(w)) for w in untouched)
+    for later in (rl, prm):  # both start from the SFT policy's merged weights (rounded to bf16 with a bf16 base)
         changed = []
         for name, w in sft.items():
-            delta = later[name].astype(np.float64) - w.astype(np.float64)
+            start = _bf16_rounded(w) if base_dtype else w
+            delta = later[name].astype(np.float64) - start.astype(np.float64)
             if any(t in name for t in ("q_proj.weight", "v_proj.weight", "gate_proj.weight")):
                 # the trained adapters moved a targeted projection by B A alpha / r: rank <= r
                 assert np.linalg.matrix_rank(delta, tol=1e-6 * max(np.abs(w).max(), 1.0)) <= RANK, name
@@ -52,14 +66,14 @@ def test_lora_trains_adapters_alone_in_every_train_stage(tmp_path):
         assert any(changed)
     # GRPO's PRM was its adapters over the policy's frozen base: one base in the process
     assert json.loads((run_dir / "rl" / "metrics.json").read_text())["prm_shares_policy_base"] is True
-    _check_prm_over_policy_base(run_dir)
+    _check_prm_over_policy_base(run_dir, overrides)
     # Rerunning the same command resumes: every stage is skipped.
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-4000:]
     assert again.stdout.count("already done") == 5
 
 
-def _check_prm_over_policy_base(run_dir: Path) -> None:
+def _check_prm_over_policy_base(run_dir: Path, overrides: list[str]) -> None:
     """The RL stage's PRM (adapters over the train state's base) holds no base weights of its own and scores as the
     merged PRM the prm stage saved."""
     import jax
@@ -73,7 +87,7 @@ def _check_prm_over_policy_base(run_dir: Path) -> None:
 
     cfg = apply_overrides(
         load_config(str(ROOT / "configs" / "smoke.py")),
-        [f"run_dir={run_dir}", f"model.lora.rank={RANK}", "model.lora.targets=q,v,gate"],
+        [f"run_dir={run_dir}", *overrides],
     )
     ctx = RunContext.create(cfg)
     state = new_state(ctx)
@@ -82,6 +96,7 @@ def _check_prm_over_policy_base(run_dir: Path) -> None:
     scorer = shared.scorer_for(state)
     base = jax.tree.leaves(base_state(scorer.model))
     assert base and all(a is b for a, b in zip(base, jax.tree.leaves(state.frozen), strict=True))
+    assert all(a.dtype == (cfg.model.lora.base_dtype or "float32") for a in base)
     assert not any(x is y for x in jax.tree.leaves(nnx.state(scorer.model)) for y in jax.tree.leaves(state.params))
     rows = [json.loads(line) for line in (run_dir / "prm_labels" / "labels.jsonl").read_text().splitlines()][:6]
     prompts, responses = [r["prompt"] for r in rows], [r["response"] for r in rows]
