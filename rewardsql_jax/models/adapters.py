@@ -14,7 +14,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from .config import ModelConfig
-from .lora import LoRA, LoRAConfig, LoRADropoutKey, LoRAParam
+from .lora import ADAPTER_DTYPE, LoRA, LoRAConfig, LoRADropoutKey, LoRAParam
 from .registry import build_model
 from .sharding import model_mesh, param_shardings
 from .transformer import CausalLM
@@ -90,7 +90,7 @@ def merge_adapters(model: CausalLM) -> CausalLM:
     ``W + A B`` to bf16 would lose most of the small update."""
     if not has_adapters(model):
         return model
-    dtype = jnp.promote_types(model.config.weight_dtype, jnp.dtype(adapter_dtype(model)))
+    dtype = jnp.promote_types(model.config.weight_dtype, ADAPTER_DTYPE)
     merged = without_adapters(model)
     if dtype != model.config.weight_dtype:
         name = jnp.dtype(dtype).name
@@ -107,11 +107,6 @@ def merge_adapters(model: CausalLM) -> CausalLM:
                 merge(kernel, lora.a[...], lora.b[...], lora.scale, dtype), **node.kernel.get_metadata()
             )
     return merged
-
-
-def adapter_dtype(model: CausalLM):
-    """The storage dtype of ``model``'s adapters."""
-    return jax.tree.leaves(adapter_state(model))[0].dtype
 
 
 def dropout_on(model: nnx.Module, key) -> None:
