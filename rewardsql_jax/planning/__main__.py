@@ -40,7 +40,7 @@ def _parse(argv):
         "--compile-layers",
         type=int,
         default=None,
-        help="compile 1 and 2 layers and extrapolate (for very large models on a small host)",
+        help="K: compile K-1 and K layers and extrapolate (for very large models on a small host; K >= 3 advised)",
     )
     p.add_argument(
         "--no-shared-prefix",

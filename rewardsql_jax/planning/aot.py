@@ -302,22 +302,37 @@ def lowered_train_flops(
     return float((cost or {}).get("flops", 0.0))
 
 
-def extrapolate_layers(one: CompiledStats, two: CompiledStats, layers: int) -> CompiledStats:
-    """Linear in the layer count through the 1- and 2-layer measurements: f(1) + (L - 1) (f(2) - f(1))."""
+def extrapolate_layers(lower: CompiledStats, upper: CompiledStats, compiled: int, layers: int) -> CompiledStats:
+    """Linear in the layer count through the measurements at ``compiled - 1`` and ``compiled`` layers:
+    f(k) + (L - k) (f(k) - f(k - 1)), k = ``compiled``.
+
+    XLA's buffer assignment is not linear from the first layer: the 32B PRM step with LoRA grows 0.25 GB from 1 to 2
+    layers and 0.84-0.89 GB per layer from 2 to 6 (benchmarks/RESULTS.md, 2026-12-05), so k = 2 can underestimate a
+    deep model several-fold; k >= 3 measures the per-layer growth where it has settled.
+    """
 
     def lin(a, b):
-        return a + (layers - 1) * (b - a)
+        return b + (layers - compiled) * (b - a)
 
     return CompiledStats(
-        name=one.name,
-        argument_bytes=int(lin(one.argument_bytes, two.argument_bytes)),
-        output_bytes=int(lin(one.output_bytes, two.output_bytes)),
-        alias_bytes=int(lin(one.alias_bytes, two.alias_bytes)),
-        temp_bytes=int(lin(one.temp_bytes, two.temp_bytes)),
-        generated_code_bytes=int(lin(one.generated_code_bytes, two.generated_code_bytes)),
-        flops=lin(one.flops, two.flops),
-        compile_seconds=one.compile_seconds + two.compile_seconds,
+        name=upper.name,
+        argument_bytes=int(lin(lower.argument_bytes, upper.argument_bytes)),
+        output_bytes=int(lin(lower.output_bytes, upper.output_bytes)),
+        alias_bytes=int(lin(lower.alias_bytes, upper.alias_bytes)),
+        temp_bytes=int(lin(lower.temp_bytes, upper.temp_bytes)),
+        generated_code_bytes=int(lin(lower.generated_code_bytes, upper.generated_code_bytes)),
+        flops=lin(lower.flops, upper.flops),
+        compile_seconds=lower.compile_seconds + upper.compile_seconds,
     )
+
+
+def check_compile_layers(compile_layers: int | None) -> None:
+    """``compile_layers`` is None (the full depth) or >= 2 (two depths are compiled to extrapolate)."""
+    if compile_layers is not None and compile_layers < 2:
+        raise ValueError(
+            f"compile_layers={compile_layers}: the plan compiles compile_layers - 1 and compile_layers layers and "
+            f"extrapolates, so it must be >= 2 (3 or more for a faithful per-layer growth), or unset for the full depth"
+        )
 
 
 def plan_memory(
@@ -351,8 +366,8 @@ def plan_memory(
     the RL stage pads them) with ``micro_batches``-way accumulation, AdamW (``optimizer``, default
     ``OptimizerConfig()``) and, when ``reference``, a frozen reference copy of the weights (KL). The sampler is
     compiled for ``sample_prompts`` (default ``prompts``) x ``samples`` rows. ``compile_layers=None`` compiles
-    the full depth; a number below the layer count compiles 1 and 2 layers with the real widths and
-    extrapolates the compiled numbers linearly (stated in the plan). ``shared_prefix`` (the RL stage's
+    the full depth; a number k below the layer count compiles k - 1 and k layers with the real widths and
+    extrapolates the compiled numbers linearly (``extrapolate_layers``; stated in the plan). ``shared_prefix`` (the RL stage's
     default) plans the ``GroupedRLBatch`` layout: each prompt computed once for its ``samples`` completions,
     micro-batches of whole prompt groups; False plans ``prompts * samples`` independent rows. ``devices``: what to compile for
     (default: the backend's devices if enough, else simulated CPU devices; see ``planning.devices``).
@@ -380,16 +395,18 @@ def plan_memory(
     layers = cfg.num_hidden_layers
     abstract = nnx.eval_shape(lambda: build_model(cfg))
     num_params = sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
+    check_compile_layers(compile_layers)
     if compile_layers is None or compile_layers >= layers:
         train, prefill, decode, kv_compiled, sizes, cache_len = _measure(cfg, mesh, **kw)
         compiled_layers, extrapolated = layers, False
     else:
-        one = _measure(cfg.replace(num_hidden_layers=1), mesh, **kw)
-        two = _measure(cfg.replace(num_hidden_layers=2), mesh, **kw)
-        train, prefill, decode = (extrapolate_layers(a, b, layers) for a, b in zip(one[:3], two[:3]))
-        kv_compiled = int(one[3] + (layers - 1) * (two[3] - one[3]))
+        k = compile_layers
+        lower = _measure(cfg.replace(num_hidden_layers=k - 1), mesh, **kw)
+        upper = _measure(cfg.replace(num_hidden_layers=k), mesh, **kw)
+        train, prefill, decode = (extrapolate_layers(a, b, k, layers) for a, b in zip(lower[:3], upper[:3]))
+        kv_compiled = int(upper[3] + (layers - k) * (upper[3] - lower[3]))
         sizes = _measure_sizes(cfg, mesh, kw)
-        cache_len, compiled_layers, extrapolated = one[5], 2, True
+        cache_len, compiled_layers, extrapolated = upper[5], k, True
     six, full = analytic_train_flops(
         cfg, num_params, rows, seq, reference=reference, group=kw["group"], response=response_len
     )

@@ -2,7 +2,7 @@
 
 Options ride on the override list: ``plan=true`` turns planning on, ``plan.devices=8`` gives the device
 count (needed when a mesh axis is -1; default 8), ``plan.hbm=v5p`` (or GB) the per-device memory to check,
-``plan.compile_layers=2`` compiles 1 and 2 layers and extrapolates, ``plan.out=path`` saves the table,
+``plan.compile_layers=4`` compiles 3 and 4 layers and extrapolates, ``plan.out=path`` saves the table,
 ``plan.local_devices=4`` the devices of one host (default: 4 for a TPU ``plan.hbm``, 8 for a GPU one, else
 ``min(devices, 8)``), over which the sampling stages' models are sharded.
 Call ``split_plan_overrides`` before ``apply_overrides`` and ``run_plan`` before any JAX operation, so the

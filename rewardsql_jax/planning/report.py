@@ -52,9 +52,10 @@ def format_plan(plan: Plan) -> str:
         f"sampler: {plan.sample_rows} rows per call, prompt {plan.prompt_len} + {plan.response_len} new tokens",
     ]
     if plan.extrapolated:
+        k = plan.compiled_layers
         lines.append(
-            f"NOTE: compiled at 1 and 2 layers with the real widths and shapes; compiled numbers are "
-            f"extrapolated linearly to {plan.num_layers} layers (f(1) + (L-1)(f(2)-f(1)))."
+            f"NOTE: compiled at {k - 1} and {k} layers with the real widths and shapes; compiled numbers are "
+            f"extrapolated linearly to {plan.num_layers} layers (f({k}) + (L-{k})(f({k})-f({k - 1})))."
         )
     lines += [
         "per device:",

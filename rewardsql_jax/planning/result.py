@@ -40,8 +40,8 @@ class Plan:
     one micro-batch of the train step, one token of the decode loop). ``train_flops`` is the whole step per
     device (cost analysis of the unsplit step / devices), beside the analytic ``6 N tokens`` and the fuller
     estimate with the reference forward and attention matmuls. When ``compiled_layers`` is smaller
-    than the model's layer count, the compiled numbers were measured at 1 and 2 layers with the real
-    shapes and extrapolated linearly (``extrapolated``).
+    than the model's layer count, the compiled numbers were measured at ``compiled_layers - 1`` and
+    ``compiled_layers`` layers with the real shapes and extrapolated linearly (``extrapolated``).
     """
 
     model_name: str

@@ -2,8 +2,8 @@
 
 The step of a training stage is the library's own ``make_train_step`` compiled for an abstract batch at
 ``model.max_len`` (bucketed: an upper bound, the stages pad to their longest example) on the run's mesh, the state
-(AdamW, plus the frozen reference for RL) abstract: nothing is allocated. ``compile_layers`` compiles 1 and 2
-layers with the real widths and extrapolates linearly (``planning.aot.extrapolate_layers``), for large models.
+(AdamW, plus the frozen reference for RL) abstract: nothing is allocated. ``compile_layers=k`` compiles k - 1
+and k layers with the real widths and extrapolates linearly (``planning.aot.extrapolate_layers``), for large models.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def planned_by_the_rl_plan(config) -> bool:
 def train_step_memory(config, stage: str, devices, *, compile_layers: int | None = None) -> TrainStepMemory:
     """Compiled per-device stats of the ``stage`` (sft, prm or rl) train step on the run's mesh."""
     from rewardsql_jax.planning import model_config_of, planning_mesh
-    from rewardsql_jax.planning.aot import extrapolate_layers
+    from rewardsql_jax.planning.aot import check_compile_layers, extrapolate_layers
     from rewardsql_jax.planning.steps import train_step_stats
     from rewardsql_jax.training.collate import bucket_length
 
@@ -108,12 +108,14 @@ def train_step_memory(config, stage: str, devices, *, compile_layers: int | None
             name=f"{stage} train step",
         )
 
+    check_compile_layers(compile_layers)
     layers = cfg.num_hidden_layers
     if compile_layers is None or compile_layers >= layers:
         compiled = stats(cfg)
     else:
-        one, two = (stats(cfg.replace(num_hidden_layers=n)) for n in (1, 2))
-        compiled = extrapolate_layers(one, two, layers)
+        k = compile_layers
+        lower, upper = (stats(cfg.replace(num_hidden_layers=n)) for n in (k - 1, k))
+        compiled = extrapolate_layers(lower, upper, k, layers)
     return TrainStepMemory(compiled, f"{stage} train step ({loss} loss, {rows} rows x {seq} tokens)", knob)
 
 

@@ -5,17 +5,16 @@ import dataclasses
 import jax
 import numpy as np
 from flax import nnx
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.conductor.training.sft import new_model
 from rewardsql_jax.models import fresh_config, fresh_model
 from rewardsql_jax.planning.from_run import model_config_of
 from rewardsql_jax.stages.context import RunContext
 from rewardsql_jax.stages.policy import new_or_pretrained_policy
-from rewardsql_jax.stages.run_config import ModelConfigSection, RunConfig
+from rewardsql_jax.stages.run_config import RunConfig
 
-SHAPE = ModelConfigSection(
-    vocab_size=96, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=4, num_kv_heads=2, max_len=128
-)
+SHAPE = tiny_model(vocab_size=96, num_heads=4, num_kv_heads=2, max_len=128)
 
 
 class _Tokenizer:

@@ -8,19 +8,18 @@ import types
 from pathlib import Path
 
 import pytest
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.planning import memory_check
 from rewardsql_jax.stages import runner
-from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig, SFTConfig
+from rewardsql_jax.stages.run_config import DataConfig, PRMConfig, RLConfig, RunConfig, SFTConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = RunConfig(
     name="memcheck",
     workers=1,
     data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=4),
-    model=ModelConfigSection(
-        vocab_size=256, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=256
-    ),
+    model=tiny_model(vocab_size=256, max_len=256),
     sft=SFTConfig(steps=2, batch_size=2),
     prm=PRMConfig(steps=2, batch_size=2),
     rl=RLConfig(algorithm="grpo_outcome", steps=1, prompts_per_step=2, samples_per_prompt=2, max_new_tokens=64),

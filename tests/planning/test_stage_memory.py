@@ -6,20 +6,19 @@ import dataclasses
 
 import jax
 import pytest
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.planning import memory_check, stage_memory
 from rewardsql_jax.planning.from_run import model_config_of
 from rewardsql_jax.planning.sampling_memory import host_sampling_mesh, loaded_config, sampler_cache_bytes, weight_bytes
 from rewardsql_jax.stages import runner
-from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, PRMConfig, RLConfig, RunConfig, SFTConfig
+from rewardsql_jax.stages.run_config import DataConfig, PRMConfig, RLConfig, RunConfig, SFTConfig
 
 TINY = RunConfig(
     name="stagemem",
     workers=1,
     data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=4),
-    model=ModelConfigSection(
-        vocab_size=256, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=256
-    ),
+    model=tiny_model(vocab_size=256, max_len=256),
     sft=SFTConfig(steps=2, batch_size=2),
     prm=PRMConfig(steps=2, batch_size=2),
     rl=RLConfig(algorithm="grpo", steps=1, prompts_per_step=2, samples_per_prompt=2, max_new_tokens=64),
@@ -129,3 +128,36 @@ def test_a_bf16_lora_base_is_counted_at_half_the_bytes(tmp_path):
     adapters = fp32 - full
     assert bf16 == full // 2 + adapters  # the base at 2 bytes per weight, the adapters still fp32
     assert (ref16, opt16) == (ref, opt)  # reference and moments are the adapters', unchanged
+
+
+def test_extrapolation_goes_through_the_two_deepest_compiled_depths():
+    from rewardsql_jax.planning.aot import extrapolate_layers
+    from rewardsql_jax.planning.result import CompiledStats
+
+    def stats(temp):
+        return CompiledStats("s", 10, 5, 5, temp, 0, 2.0 * temp, 1.0)
+
+    # 1 -> 2 layers grows 1, then 5 a layer: k = 3 extrapolates with the settled growth, k = 2 would not
+    deep = extrapolate_layers(stats(101), stats(106), 3, 10)
+    assert deep.temp_bytes == 106 + 7 * 5 and deep.flops == 2.0 * (106 + 7 * 5)
+    assert deep.argument_bytes == 10 and deep.compile_seconds == 2.0
+    assert extrapolate_layers(stats(100), stats(101), 2, 10).temp_bytes == 101 + 8 * 1
+
+
+@pytest.mark.parametrize("stage", ["sft", "prm"])
+def test_a_train_step_compiled_at_two_depths_extrapolates_to_the_full_depths_weights(stage):
+    from rewardsql_jax.planning.train_memory import train_step_memory
+
+    cfg = dataclasses.replace(TINY, model=dataclasses.replace(TINY.model, num_layers=4))
+    full = train_step_memory(cfg, stage, jax.devices()[:1]).stats
+    est = train_step_memory(cfg, stage, jax.devices()[:1], compile_layers=3).stats  # compiles 2 and 3 layers
+    # the state's bytes (weights, AdamW moments) are exactly linear in the depth: extrapolated, they must land on them
+    assert est.argument_bytes == full.argument_bytes
+    assert est.flops == pytest.approx(full.flops, rel=0.02)
+
+
+def test_compile_layers_below_two_is_refused_with_the_fix():
+    from rewardsql_jax.planning.train_memory import train_step_memory
+
+    with pytest.raises(ValueError, match="must be >= 2"):
+        train_step_memory(TINY, "sft", jax.devices()[:1], compile_layers=1)

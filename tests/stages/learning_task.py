@@ -22,6 +22,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.data import MSchemaOptions, m_schema, reward_sql_prompt
 from rewardsql_jax.data.builtin import train_bpe_tokenizer
@@ -30,7 +31,6 @@ from rewardsql_jax.rl import Update
 from rewardsql_jax.rl import batches as rl_batches
 from rewardsql_jax.rl.algorithms import dpo, rs
 from rewardsql_jax.stages.run_config import (
-    ModelConfigSection,
     PRMConfig,
     PRMLabelConfig,
     RLConfig,
@@ -177,15 +177,7 @@ def learning_base(
         workers=1,
         memory_check="off",
         stages=("cold_start", "sft", "prm_labels", "prm", "rl"),
-        model=ModelConfigSection(
-            vocab_size=400,
-            hidden_size=64,
-            intermediate_size=128,
-            num_layers=1,
-            num_heads=2,
-            num_kv_heads=1,
-            max_len=512,
-        ),
+        model=tiny_model(vocab_size=400, hidden_size=64, intermediate_size=128, max_len=512),
         sft=SFTConfig(steps=150, batch_size=16, lr=1e-2, warmup_steps=2),
         prm_labels=PRMLabelConfig(
             num_questions=16, rollouts_per_question=4, completions_per_step=8, search_budget=4, max_new_tokens=MAX_NEW

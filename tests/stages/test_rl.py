@@ -9,11 +9,12 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.stages.context import RunContext
 from rewardsql_jax.stages.policy import load_model
 from rewardsql_jax.stages.rl import STOP_ENV, RLStopped, run_rl
-from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, RLConfig, RunConfig, SFTConfig
+from rewardsql_jax.stages.run_config import DataConfig, RLConfig, RunConfig, SFTConfig
 from rewardsql_jax.stages.runner import run_pipeline
 
 pytestmark = pytest.mark.slow  # ~1-3 min on 2 CPU cores: compiles a sampler and a train step per run
@@ -40,15 +41,7 @@ def base(tmp_path_factory):
         workers=1,
         stages=("cold_start", "sft"),
         data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=6, schema_examples=0, max_train=4, max_eval=2),
-        model=ModelConfigSection(
-            vocab_size=600,
-            hidden_size=32,
-            intermediate_size=64,
-            num_layers=1,
-            num_heads=2,
-            num_kv_heads=1,
-            max_len=1024,
-        ),
+        model=tiny_model(vocab_size=600, max_len=1024),
         sft=SFTConfig(steps=10, batch_size=4, lr=2e-2, warmup_steps=1),
         rl=RL,
     )

@@ -5,11 +5,12 @@ import dataclasses
 import json
 
 import pytest
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.config import apply_overrides
 from rewardsql_jax.stages.context import RunContext
 from rewardsql_jax.stages.rl.setup import rl_data
-from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, RunConfig
+from rewardsql_jax.stages.run_config import DataConfig, RunConfig
 from rewardsql_jax.stages.runner import run_pipeline
 from rewardsql_jax.stages.stage_config import StageConfigChanged, stage_settings
 
@@ -20,9 +21,7 @@ CFG = RunConfig(
     data=DataConfig(
         n_train_dbs=2, n_test_dbs=1, questions_per_db=6, schema_examples=0, max_eval=2, rl_questions_per_db=5
     ),
-    model=ModelConfigSection(
-        vocab_size=500, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=1024
-    ),
+    model=tiny_model(vocab_size=500, max_len=1024),
 )
 
 

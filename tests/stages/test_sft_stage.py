@@ -7,10 +7,11 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.stages import sft
 from rewardsql_jax.stages.policy import load_model
-from rewardsql_jax.stages.run_config import DataConfig, ModelConfigSection, RunConfig, SFTConfig
+from rewardsql_jax.stages.run_config import DataConfig, RunConfig, SFTConfig
 from rewardsql_jax.stages.runner import run_pipeline
 from rewardsql_jax.training.fit import StoppedEarly
 
@@ -19,9 +20,7 @@ CFG = RunConfig(
     workers=1,
     stages=("cold_start", "sft"),
     data=DataConfig(n_train_dbs=1, n_test_dbs=1, questions_per_db=6, schema_examples=0, max_train=6, max_eval=2),
-    model=ModelConfigSection(
-        vocab_size=500, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=1024
-    ),
+    model=tiny_model(vocab_size=500, max_len=1024),
     sft=SFTConfig(steps=6, batch_size=2, lr=1e-2, warmup_steps=1, checkpoint_every=2),
 )
 

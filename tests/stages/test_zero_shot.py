@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.data.builtin import train_bpe_tokenizer
 from rewardsql_jax.data.tokenizer import load_tokenizer
@@ -27,9 +28,7 @@ CHAT = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-SHAPE = ModelConfigSection(
-    hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=4096
-)
+SHAPE = tiny_model(max_len=4096)
 
 
 def test_the_prompt_is_the_eval_prompt_and_the_instruction_in_the_chat_template():

@@ -3,6 +3,7 @@ call's key (episode id, call index), so the same call gives the same SQL, anothe
 temperature 0 stays greedy."""
 
 import pytest
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.conductor.actions.env import Env
 from rewardsql_jax.conductor.actions.episode import run_workflow
@@ -10,16 +11,13 @@ from rewardsql_jax.conductor.actions.lm import ModelServer, SeededPrompt, action
 from rewardsql_jax.conductor.actions.state import State
 from rewardsql_jax.conductor.training.rollout import bind
 from rewardsql_jax.conductor.training.sft import new_model
-from rewardsql_jax.stages.run_config import ModelConfigSection
 
 PROMPT = "task: generate\nquestion: How many singers are from Brazil?\nsql:"
 
 
 @pytest.fixture(scope="module")
 def tiny_action_model(tokenizer):
-    shape = ModelConfigSection(
-        vocab_size=320, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=256
-    )
+    shape = tiny_model(vocab_size=320, max_len=256)
     return new_model(shape, tokenizer, 0)
 
 

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.conductor.actions.env import Completion, Env
 from rewardsql_jax.conductor.actions.episode import run_workflow
@@ -37,14 +38,11 @@ from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_con
 from rewardsql_jax.conductor.training.tokenizer import stop_ids
 from rewardsql_jax.conductor.training.trajectory import results_mask
 from rewardsql_jax.data.examples import Example
-from rewardsql_jax.stages.run_config import ModelConfigSection
 
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("REWARDSQL_LEARNING_SEED", "0"))
-SHAPE = ModelConfigSection(
-    vocab_size=330, hidden_size=64, intermediate_size=128, num_layers=1, num_heads=2, num_kv_heads=1, max_len=512
-)
+SHAPE = tiny_model(vocab_size=330, hidden_size=64, intermediate_size=128, max_len=512)
 COUNTRIES = {
     "Brazil": "Brasil",
     "France": "Frence",

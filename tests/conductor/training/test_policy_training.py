@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from tiny_shapes import tiny_model
 
 from rewardsql_jax.conductor.actions.batching import CallBatcher
 from rewardsql_jax.conductor.actions.lm import ModelServer
@@ -18,14 +19,11 @@ from rewardsql_jax.conductor.training.sft import SFTSample, new_model, train_con
 from rewardsql_jax.conductor.training.tokenizer import stop_ids
 from rewardsql_jax.conductor.training.trajectory import flatten, results_mask
 from rewardsql_jax.data.examples import Example
-from rewardsql_jax.stages.run_config import ModelConfigSection
 
 from _conductor_helpers import scripted_env
 
 GOLD = "SELECT name FROM singer WHERE country = 'Brazil'"
-SHAPE = ModelConfigSection(
-    vocab_size=330, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=512
-)
+SHAPE = tiny_model(vocab_size=330, max_len=512)
 
 
 def _env():

@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
+from tiny_shapes import tiny_model
 
 from rewardsql_jax import losses
 from rewardsql_jax.conductor.actions.format import format_step
@@ -18,15 +19,13 @@ from rewardsql_jax.data.examples import Example
 from rewardsql_jax.losses.grpo import grpo, grpo_needs
 from rewardsql_jax.rewards import group_advantages
 from rewardsql_jax.rl import get_algorithm, policy_loss
-from rewardsql_jax.stages.run_config import MeshConfig, ModelConfigSection, RunConfig
+from rewardsql_jax.stages.run_config import MeshConfig, RunConfig
 from rewardsql_jax.training.collate import encode_pair
 from rewardsql_jax.training.fit import StoppedEarly
 
 from _conductor_helpers import scripted_env
 
-SHAPE = ModelConfigSection(
-    vocab_size=330, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, max_len=512
-)
+SHAPE = tiny_model(vocab_size=330, max_len=512)
 GOLD = "SELECT name FROM singer WHERE country = 'Brazil'"
 
 
