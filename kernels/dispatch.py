@@ -13,7 +13,7 @@ All three callables share the semantics of ``kernels.reference``:
   return_lse=False)``: one query token;
 * ``prefix_decode(q, k, v, own_mask, *, prefix_k, prefix_v, prefix_mask)``: one query token per row of
   prompt-sharing rows, prompt caches stored once (``kernels.prefix_decode``; the sampler's decode step);
-* ``from_mask(q, k, v, mask)``: same signature as ``models.transformer.attention`` for the
+* ``from_mask(q, k, v, mask)``: same signature as ``models.attention_math.attention`` for the
   ``causal & key_mask`` mask of ``CausalLM.hidden_states`` (rows with no visible key give zeros).
 """
 
@@ -46,7 +46,7 @@ class AttentionImpl:
         return functools.partial(prefix_decode_attention, decode=self.decode)
 
     def from_mask(self, q, k, v, mask):
-        """Drop-in for ``transformer.attention`` when ``mask`` is causal & key padding (see module doc)."""
+        """Drop-in for ``attention_math.attention`` when ``mask`` is causal & key padding (see module doc)."""
         return self.flash(q, k, v, causal=True, key_mask=mask[:, -1, :])
 
 

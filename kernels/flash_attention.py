@@ -209,11 +209,11 @@ def flash_attention(
 
 
 def flash_attention_from_mask(q, k, v, mask, **kwargs):
-    """Drop-in for ``models.transformer.attention(q, k, v, mask)`` when ``mask [B, T, T]`` is
+    """Drop-in for ``models.attention_math.attention(q, k, v, mask)`` when ``mask [B, T, T]`` is
     ``causal & key_mask[:, None, :]`` (the mask of ``CausalLM.hidden_states``).
 
     The key mask is read off the last query row (under such a mask it sees every valid key); the
     function does not check that the mask has that form. Rows with no visible key (left-padding
-    queries) give zeros where ``transformer.attention`` gives an average; valid rows agree.
+    queries) give zeros where ``attention_math.attention`` gives an average; valid rows agree.
     """
     return flash_attention(q, k, v, causal=True, key_mask=mask[:, -1, :], **kwargs)

@@ -11,7 +11,7 @@ computed here as two decode-attention calls whose results are merged by their lo
   (the split-combining step of flash-decoding, Dao et al. 2023, over two splits).
 
 ``decode`` is ``decode_attention`` (Pallas) or ``decode_attention_reference``; the result equals
-``models.transformer.prefix_attention`` (tested).
+``models.attention_math.prefix_attention`` (tested).
 """
 
 from __future__ import annotations

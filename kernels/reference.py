@@ -4,12 +4,12 @@ CPU fallback chosen by ``kernels.dispatch``.
 Conventions shared with the kernels:
 
 * q ``[B, T, H, D]``, k/v ``[B, S, Hkv, D]`` with grouped KV heads (GQA): query head ``h`` reads KV
-  head ``h // (H // Hkv)`` (the grouping of ``models.transformer.attention``).
+  head ``h // (H // Hkv)`` (the grouping of ``models.attention_math.attention``).
 * Padding is given by per-sequence ``kv_lengths [B]`` (keys ``s < length`` valid) and/or a boolean
   ``key_mask [B, S]`` (both are ANDed); ``causal`` lets query ``i`` see keys ``j <= q_offset + i``
   (``q_offset = 0``: self-attention of one sequence, or a prefill written at cache slot 0).
 * Scores and softmax in fp32; the output has q's dtype. A query row with no visible key returns
-  zeros (``models.transformer.attention`` returns an average of V there instead; both are padding
+  zeros (``models.attention_math.attention`` returns an average of V there instead; both are padding
   rows nobody reads, and zeros keep the gradient through them exactly zero).
 """
 

@@ -4,7 +4,7 @@ A GRPO batch holds ``P`` prompts with ``G`` sampled completions each. Run as ``P
 ``prompt + completion`` rows, every prompt token goes through the model G times although its activations
 are identical in all G rows (causal attention: a prompt token never sees the completion). Here the
 prompt runs once per group through ``hidden_with_cache``; the G completions then run as one chunk that attends
-to the prompt's per-layer keys/values, stored once per prompt (``transformer.prefix_attention``). The hidden states -- and therefore the
+to the prompt's per-layer keys/values, stored once per prompt (``attention_math.prefix_attention``). The hidden states -- and therefore the
 loss and, by the chain rule (the prompt's gradient is the sum over its G completions), the gradients -- equal the unshared
 ones up to fp32 summation order, while the prompt's share of the FLOPs drops by G. With Reward-SQL's
 shapes (prompt up to 8192 tokens, 512 generated, G = 8) that is most of the step.
@@ -65,7 +65,7 @@ def common_prefix_hidden(model, prefix_ids, ids, mask):
     ``prefix_ids`` ``[C]``: the tokens every row starts with; ``ids``/``mask`` ``[N, L]``: what follows in each row,
     padded on either side (positions count real tokens only, after the prefix). The prefix runs once through
     ``hidden_with_cache`` as a batch of one; the N rows then run as one chunk attending to its keys/values, stored
-    once (``transformer.prefix_attention`` with one prompt and N rows). Returns ``(hidden [N, L, D], prefix_cache,
+    once (``attention_math.prefix_attention`` with one prompt and N rows). Returns ``(hidden [N, L, D], prefix_cache,
     rows_cache)``, both caches heads-first (``[1, Hkv, C, D]`` and ``[N, Hkv, L, D]`` per layer). The hidden states
     equal those of the N whole rows up to fp32 summation order; the prefix's share of the FLOPs drops by N.
     """

@@ -32,7 +32,7 @@ from rewardsql_jax.sampling.inputs import GEN_ROUND, prompt_width
 from .aot import shard_bytes
 from .devices import planning_devices
 
-QUERY_CHUNK, MAX_QUERY_CHUNKS = 128, 8  # models.transformer.causal_attention_in_query_chunks defaults
+QUERY_CHUNK, MAX_QUERY_CHUNKS = 128, 8  # models.attention_math.causal_attention_in_query_chunks defaults
 
 
 def host_sampling_mesh(local_devices: int, devices=None):

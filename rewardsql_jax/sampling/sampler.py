@@ -4,7 +4,7 @@ Flow of ``generate``: prompts are checked and left-padded on the host (``inputs.
 prefill runs each padded prompt once through ``hidden_with_cache`` into a prompt cache with one row
 per prompt, projects only the last position to logits and draws token 0 for each of its ``num_samples``
 rows; the decode loop feeds token ``i-1`` at slot ``i - 1`` of the rows' own cache of generated tokens,
-attending to that and to the prompt cache (``models.transformer.prefix_attention``: a GRPO group reads
+attending to that and to the prompt cache (``models.attention_math.prefix_attention``: a GRPO group reads
 its prompt's keys/values once, not once per sample), and draws token ``i`` until ``max_new_tokens``
 or until every row has emitted an EOS id. Unsharded (one device's rows), the loop runs in segments of
 ``SEGMENT`` steps and the batch shrinks to the rows still running when they fit in half of it

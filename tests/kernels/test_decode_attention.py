@@ -14,7 +14,7 @@ import pytest
 
 from rewardsql_jax.kernels.decode_attention import combine_splits, decode_attention
 from rewardsql_jax.kernels.reference import decode_attention_reference
-from rewardsql_jax.models.transformer import attention as model_attention
+from rewardsql_jax.models.attention_math import attention as model_attention
 
 
 def _cache(b, s, h, hkv, d, dtype=jnp.float32, seed=0):

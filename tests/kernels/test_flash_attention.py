@@ -17,7 +17,7 @@ import pytest
 from rewardsql_jax.kernels.dispatch import attention_impl
 from rewardsql_jax.kernels.flash_attention import flash_attention, flash_attention_from_mask
 from rewardsql_jax.kernels.reference import mha_reference
-from rewardsql_jax.models.transformer import attention as model_attention
+from rewardsql_jax.models.attention_math import attention as model_attention
 
 
 def _inputs(b, t, s, h, hkv, d, dtype=jnp.float32, seed=0):
@@ -101,7 +101,7 @@ def test_flash_matches_reference_bf16():
 
 
 def test_reference_equals_model_attention_on_causal_padding_mask():
-    """Reference == transformer.attention on rows with a visible key; zeros (not an average) elsewhere."""
+    """Reference == attention_math.attention on rows with a visible key; zeros (not an average) elsewhere."""
     q, k, v, _ = _inputs(2, 50, 50, 4, 2, 16, seed=5)
     mask = jnp.tril(jnp.ones((50, 50), bool))[None] & LEFT_PAD_MASK[:, None, :]
     want = model_attention(q, k, v, mask)

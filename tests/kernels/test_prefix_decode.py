@@ -11,7 +11,7 @@ import pytest
 
 from rewardsql_jax.kernels import decode_attention, prefix_decode_attention
 from rewardsql_jax.kernels.reference import decode_attention_reference
-from rewardsql_jax.models.transformer import prefix_attention
+from rewardsql_jax.models.attention_math import prefix_attention
 
 KERNEL = functools.partial(decode_attention, block_k=16, num_splits=2, interpret=True)
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rewardsql_jax.models.transformer import attention, causal_attention_in_query_chunks, prefix_attention
+from rewardsql_jax.models.attention_math import attention, causal_attention_in_query_chunks, prefix_attention
 
 
 def heads_first(x):
