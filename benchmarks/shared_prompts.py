@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pretrained_135m import default_data, machine
+from _bench_timing import machine
+from _default_135m_data import default_data
 
 from rewardsql_jax.config import load_config
 from rewardsql_jax.data.tokenizer import load_tokenizer
