@@ -38,6 +38,7 @@ def default_data(cfg, tok, root: Path) -> DefaultData:
         questions_per_db=d.questions_per_db,
         rename_test_schemas=d.rename_test_schemas,
         rl_questions_per_db=d.rl_questions_per_db,
+        scrambled_train_dbs=d.scrambled_train_dbs,
     )
     options = MSchemaOptions(example_num=d.schema_examples)
     schemas, columns = {}, {}
