@@ -37,15 +37,16 @@ def new_or_pretrained_policy(ctx: RunContext):
     return fresh_model(m, len(tok), tok.eos_token_id, ctx.config.seed)
 
 
-def trainable(model, ctx: RunContext):
+def trainable(model, ctx: RunContext, adapters: bool = True):
     """``model`` as the train steps run it: with ``model.remat``, each layer recomputed in the backward pass; with
-    ``model.lora.rank > 0``, fresh LoRA adapters (B = 0: the logits are the loaded model's) that the step trains
-    alone over the frozen loaded weights. Each train stage starts from the previous stage's merged model, so the
-    RL reference (the initial adapters over that base) is the SFT policy."""
+    ``model.lora.rank > 0`` (and ``adapters``), fresh LoRA adapters (B = 0: the logits are the loaded model's) that
+    the step trains alone over the frozen loaded weights; ``adapters=False`` trains every weight whatever
+    ``model.lora`` says. Each train stage starts from the previous stage's merged model, so the RL reference (the
+    initial adapters over that base) is the SFT policy."""
     if ctx.config.model.remat and not model.config.remat:
         model.config = model.config.replace(remat=True)
     lora = ctx.config.model.lora
-    if lora.enabled and not has_adapters(model):
+    if adapters and lora.enabled and not has_adapters(model):
         model = add_adapters(model, lora, seed=ctx.config.seed)
     return model
 

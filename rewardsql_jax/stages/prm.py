@@ -25,6 +25,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from rewardsql_jax.models.adapters import has_adapters
 from rewardsql_jax.models.prm_head import format_prm_input, step_scores, step_tag_ids
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.sql import format_step_result, prefix_sql, split_cocte
@@ -251,7 +252,9 @@ def run_prm(ctx: RunContext) -> dict:
         total_steps=pc.steps,
         min_lr_ratio=0.1,
     )
-    state = create_train_state(trainable(model, ctx), make_optimizer(opt), seed=cfg.seed)
+    model = trainable(model, ctx, adapters=not pc.full_finetune)
+    trained_part = "adapters" if has_adapters(model) else "every weight"
+    state = create_train_state(model, make_optimizer(opt), seed=cfg.seed)
     options = {"tag_token_ids": (tags.plus_id, tags.minus_id), "pos_weight": pos_weight}
     step_fn = make_train_step(state.graphdef, "prm", options, mesh=mesh, micro_batches=cfg.micro_batches("prm"))
     batch, t_train = _train_batches(train, pc, cfg.seed, length, num_steps, pad), time.perf_counter()
@@ -289,6 +292,7 @@ def run_prm(ctx: RunContext) -> dict:
             "dropped_too_long": long_t + long_h,
             "dropped_tag_mismatch": bad_t + bad_h,
             "annotate_results": pc.annotate_results,
+            "trained": trained_part,
             "steps": pc.steps,
             "batch_shape": [pc.batch_size, length, num_steps],
             "prefix_group": pc.prefix_group,

@@ -220,6 +220,10 @@ class PRMConfig:
     # > 1: labelled responses of one database in groups of this size share their prompt prefix (the schema),
     # computed once per group in the train step (GroupedPRMBatch; same loss and gradients); 0 / 1 = independent rows
     prefix_group: int = 0
+    # true: with model.lora on, the PRM trains every weight (a full copy beside the LoRA policy) instead of its own
+    # adapters: on 64 labelled questions a LoRA PRM reached held-out step AUC 0.59, a fully trained one 0.81
+    # (benchmarks/RESULTS.md, 2026-12-03 and 2026-12-06)
+    full_finetune: bool = False
 
     def __post_init__(self):
         require_positive(self, "steps", "batch_size", "lr")

@@ -107,3 +107,33 @@ def _check_prm_over_policy_base(run_dir: Path, overrides: list[str]) -> None:
     # ... and its adapters matter: the base alone (the policy's initial adapters, B = 0) scores otherwise
     base_only = PRMScorer(state.model(), ctx.tokenizer()).score(prompts, responses)
     assert max(abs(x - y) for a, b in zip(merged, base_only) for x, y in zip(a, b)) > 1e-4
+
+
+@pytest.mark.slow
+def test_prm_full_finetune_trains_every_weight_beside_a_lora_policy(tmp_path):
+    """``prm.full_finetune=true`` with ``model.lora`` on: the policy trains adapters, the PRM every weight (no
+    adapters saved), and GRPO then scores with that whole PRM instead of adapters over the policy's base."""
+    run_dir = tmp_path / "full_prm"
+    cmd = [
+        sys.executable,
+        str(ROOT / "launch" / "run.py"),
+        "--config",
+        str(ROOT / "configs" / "smoke.py"),
+        f"run_dir={run_dir}",
+        f"model.lora.rank={RANK}",
+        "model.lora.targets=q,v",
+        "prm.full_finetune=true",
+        "stages=cold_start,sft,prm_labels,prm,rl",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (run_dir / "sft" / "policy" / "adapter" / "adapter_config.json").exists()
+    assert not (run_dir / "prm" / "model" / "adapter").exists()
+    assert json.loads((run_dir / "prm" / "metrics.json").read_text())["trained"] == "every weight"
+    sft, prm = _weights(run_dir / "sft" / "policy"), _weights(run_dir / "prm" / "model")
+    moved = {name for name, w in sft.items() if not np.array_equal(prm[name], w)}
+    assert any("k_proj" in n for n in moved) and any("down_proj" in n for n in moved)  # not LoRA targets
+    q = next(n for n in moved if n.endswith("q_proj.weight"))
+    delta = prm[q].astype(np.float64) - sft[q].astype(np.float64)
+    assert np.linalg.matrix_rank(delta, tol=1e-6 * max(np.abs(sft[q]).max(), 1.0)) > RANK  # a full-rank update
+    assert json.loads((run_dir / "rl" / "metrics.json").read_text())["prm_shares_policy_base"] is False
