@@ -363,10 +363,21 @@ class CausalLM(nnx.Module):
                 attn_fn = _causal_attention_fn(key_mask)
             else:
                 attn_fn = None
-            x, (k, v) = layer(x, cos, sin, mask, (ck, cv), write_index, attn_fn, cache.heads_first)
+            x, (k, v) = self._layer_with_cache(layer, x, cos, sin, mask, (ck, cv), write_index, attn_fn, cache)
             new_k.append(k)
             new_v.append(v)
         return self.norm(x), KVCache(k=tuple(new_k), v=tuple(new_v), heads_first=cache.heads_first)
+
+    def _layer_with_cache(self, layer, x, cos, sin, mask, kv, write_index, attn_fn, cache):
+        """One layer of ``hidden_with_cache``; with ``config.remat`` recomputed in the backward pass, as in
+        ``hidden_states`` (the prefix-shared SFT / PRM / RL steps run their layers through here)."""
+
+        def run(layer, x, kv):
+            return layer(x, cos, sin, mask, kv, write_index, attn_fn, cache.heads_first)
+
+        if self.config.remat:
+            run = nnx.remat(run)
+        return run(layer, x, kv)
 
 
 def count_params(model: nnx.Module) -> int:

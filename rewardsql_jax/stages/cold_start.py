@@ -139,6 +139,9 @@ def run_cold_start(ctx: RunContext) -> dict:
 
     d = cfg.data
     train_examples = _limit(train.examples, d.max_train, cfg.seed) if train is not None else []
+    # every split's questions, whole (so a prompt does not move with data.max_eval / max_train)
+    for split in (train, evaluation, rl):
+        prompts.reserve(split.examples if split is not None else [])
     columns: dict = {}  # db path -> {table: columns}, read once per database
 
     def columns_of(ex):

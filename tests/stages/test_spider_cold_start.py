@@ -75,6 +75,12 @@ def test_spider_cold_start_holds_out_rl_questions_fits_prompts_and_reports_lengt
     prompt = next(r["prompt"] for r in train if r["db_id"] == "cre_Drama_Workshop_Groups")
     assert all(f"# Table: {t}\n" not in prompt for t in drama["tables_cut"])
     assert "department_management" not in fit["databases"]  # small: full schema with 3 examples
+    # one schema per database, fitted for its longest question: every prompt of a database shares it
+    for recs in (train, ev, rl):
+        schemas = collections.defaultdict(set)
+        for r in recs:
+            schemas[r["db_id"]].add(r["prompt"][: r["prompt"].index(r["question"])])
+        assert all(len(texts) == 1 for texts in schemas.values()), {k: len(v) for k, v in schemas.items()}
     assert m["prompts_over_generation_budget"]["eval"] == {"limit": 1024 - 160, "prompts": 0}
 
 
