@@ -38,6 +38,7 @@ class Prompts:
         self._texts: dict = {}
         self._longest: dict = {}  # db path -> (question tokens, example): what its schema is fitted for
         self._fits: dict = {}  # db path -> FittedPrompt of its longest question
+        self._fitted_texts: dict = {}  # db path -> the schema text of that fit
 
     def _schema(self, db_path: str):
         if db_path not in self._schemas:
@@ -68,6 +69,7 @@ class Prompts:
             if ex.db_path not in self._longest or n > self._longest[ex.db_path][0]:
                 self._longest[ex.db_path] = (n, ex)
                 self._fits.pop(ex.db_path, None)
+                self._fitted_texts.pop(ex.db_path, None)
 
     def __call__(self, ex) -> FittedPrompt:
         if not self.budget:
@@ -85,10 +87,12 @@ class Prompts:
                 self.options,
             )
         fit = self._fits[ex.db_path]
-        schema = self._schema(ex.db_path)
-        kept = first_tables(schema, len(schema.tables) - len(fit.tables_cut)) if fit.tables_cut else schema
-        text = render_m_schema(ex.db_id, kept, options=replace(self.options, example_num=fit.example_num))
-        prompt = self._build(ex, text)
+        if ex.db_path not in self._fitted_texts:  # rendered once per database, not per question
+            schema = self._schema(ex.db_path)
+            kept = first_tables(schema, len(schema.tables) - len(fit.tables_cut)) if fit.tables_cut else schema
+            options = replace(self.options, example_num=fit.example_num)
+            self._fitted_texts[ex.db_path] = render_m_schema(ex.db_id, kept, options=options)
+        prompt = self._build(ex, self._fitted_texts[ex.db_path])
         tokens = self.count(prompt)
         if tokens <= self.budget:
             return FittedPrompt(prompt, tokens, fit.example_num, fit.tables_cut, True)
