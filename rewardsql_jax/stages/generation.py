@@ -31,14 +31,17 @@ def generate_sql(
     prompts_per_call: int = 8,
     desc: str = "generate",
     progress: bool = True,
+    stop_token_ids: tuple[int, ...] = (),
 ) -> Completions:
     """Sample ``num_samples`` completions per prompt (raw prompts, Reward-SQL style), decoded to text.
 
     ``seed``: one int (call ``c`` of ``prompts_per_call`` prompts is drawn with ``seed + c``), or one seed a
-    prompt, so that a prompt's samples do not depend on the prompts beside it in a call."""
+    prompt, so that a prompt's samples do not depend on the prompts beside it in a call. ``stop_token_ids``: ids
+    besides the tokenizer's EOS after which a row stops; unlike EOS they stay in the decoded text."""
     if not isinstance(seed, int) and len(seed) != len(prompts):
         raise ValueError(f"generate_sql: {len(seed)} seeds for {len(prompts)} prompts (one int, or one a prompt)")
     pad = pad_id(tokenizer)
+    stops = [e for e in (tokenizer.eos_token_id, *stop_token_ids) if e is not None]
     texts, ids, lps = [], [], []
     chunks = range(0, len(prompts), prompts_per_call)
     for c, start in enumerate(tqdm(chunks, desc=desc, disable=not progress)):
@@ -50,7 +53,7 @@ def generate_sql(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             num_samples=num_samples,
-            eos_token_id=tokenizer.eos_token_id,
+            eos_token_id=stops,
             seed=seed + c if isinstance(seed, int) else list(seed[start : start + prompts_per_call]),
             pad_id=pad,
         )

@@ -1,5 +1,10 @@
 """The zero-shot baseline (``inference.zero_shot``): the pretrained instruct model ``model.path``, untrained, asked
-through its chat template for one SQLite query per eval question, its SQL read out of the reply (``extract_sql``)."""
+through its chat template for one SQLite query per eval question, its SQL read out of the reply (``extract_sql``).
+
+The assistant's reply is begun for it with the opening ```sql fence (``ZERO_SHOT_REPLY_START``) and decoding stops
+at the closing fence: the model answers with the query it was asked for, not with prose around it, and a batch
+does not decode the explanations an instruct model appends after its code block (on Spider, up to the 256-token
+limit for most rows)."""
 
 from __future__ import annotations
 
@@ -14,12 +19,22 @@ from .generation import generate_sql
 from .policy import load_model
 
 ZERO_SHOT_INSTRUCTION = "Answer with one SQLite query only, in a ```sql code block."
+ZERO_SHOT_REPLY_START = "```sql\n"
+FENCE = "```"
 
 
 def zero_shot_prompt(tokenizer, prompt: str) -> str:
     """The eval ``prompt`` (raw Reward-SQL M-Schema prompt) with ``ZERO_SHOT_INSTRUCTION`` appended, as the user
-    turn of ``tokenizer``'s chat template, ending with the assistant's generation prompt."""
-    return format_prompt(tokenizer, f"{prompt.rstrip()}\n{ZERO_SHOT_INSTRUCTION}", chat_template=True)
+    turn of ``tokenizer``'s chat template, then the assistant's generation prompt and ``ZERO_SHOT_REPLY_START``."""
+    return format_prompt(tokenizer, f"{prompt.rstrip()}\n{ZERO_SHOT_INSTRUCTION}", chat_template=True) + (
+        ZERO_SHOT_REPLY_START
+    )
+
+
+def fence_token_ids(tokenizer) -> tuple[int, ...]:
+    """Ids of the vocabulary tokens holding a code fence (for SmolLM2 "```" and " ```"): after the primed opening
+    fence, the first of them closes the query."""
+    return tuple(sorted(i for t, i in tokenizer.get_vocab().items() if FENCE in t))
 
 
 def zero_shot_answers(
@@ -31,7 +46,7 @@ def zero_shot_answers(
     cfg, tok = ctx.config, ctx.tokenizer()
     model = load_model(cfg.model.path, cfg.model.dtype, ctx.host_mesh())
     placements["zero_shot"] = placement(model)
-    out = {}
+    out, fences = {}, fence_token_ids(tok)
     for run in tqdm(runs, desc="greedy (zero-shot)"):
         replies = generate_sql(
             model,
@@ -40,7 +55,9 @@ def zero_shot_answers(
             max_new_tokens=cfg.inference.max_new_tokens,
             prompts_per_call=prompts_per_call,
             progress=False,
+            stop_token_ids=fences,
         ).texts
         for i, texts in zip(run, replies):
-            out[i] = {"zero_shot": extract_sql(texts[0]), "zero_shot_reply": texts[0]}
+            reply = ZERO_SHOT_REPLY_START + texts[0]
+            out[i] = {"zero_shot": extract_sql(reply), "zero_shot_reply": reply}
     return out

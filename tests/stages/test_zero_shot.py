@@ -22,7 +22,7 @@ from rewardsql_jax.stages.run_config import (
     SFTConfig,
 )
 from rewardsql_jax.stages.runner import run_pipeline
-from rewardsql_jax.stages.zero_shot import ZERO_SHOT_INSTRUCTION, zero_shot_prompt
+from rewardsql_jax.stages.zero_shot import ZERO_SHOT_INSTRUCTION, ZERO_SHOT_REPLY_START, zero_shot_prompt
 
 CHAT = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
@@ -39,10 +39,18 @@ def test_the_prompt_is_the_eval_prompt_and_the_instruction_in_the_chat_template(
     prompt = "You are now a sqlite data analyst ...\nPlease read ... evidence.\n"
     text = zero_shot_prompt(tok, prompt)
     user = prompt.rstrip() + "\n" + ZERO_SHOT_INSTRUCTION
-    assert text == tok.apply_chat_template(
-        [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+    assert (
+        text
+        == tok.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
+        + ZERO_SHOT_REPLY_START
     )
-    assert text.endswith("<|im_start|>assistant\n") and "```sql" in text
+    assert text.endswith("<|im_start|>assistant\n```sql\n")
+    # the closing fence, alone or after a space, stops decoding; nothing else does
+    fences = zero_shot.fence_token_ids(tok)
+    reply = tok("SELECT a FROM t\n```", add_special_tokens=False).input_ids
+    assert reply[-1] in fences and not set(reply[:-1]) & set(fences)
+    assert tok("x ```", add_special_tokens=False).input_ids[-1] in fences
+    assert all("```" in tok.decode([i]) for i in fences)
 
 
 def _tiny_chat_model(folder):
@@ -97,9 +105,7 @@ def test_zero_shot_answers_are_scored_beside_sft_greedy(tmp_path, monkeypatch):
         seen.extend(prompts)
         texts = real(model, tok, prompts, **kw).texts
         by_prompt = {zero_shot_prompt(tok, p): g for p, g in gold.items()}
-        return type(
-            "C", (), {"texts": [[f"Here:\n```sql\n{by_prompt[p]};\n```\n{t[0]}"] for p, t in zip(prompts, texts)]}
-        )
+        return type("C", (), {"texts": [[f"{by_prompt[p]}\n```{t[0]}"] for p, t in zip(prompts, texts)]})
 
     monkeypatch.setattr(zero_shot, "generate_sql", replies)
     for stage in ("inference", "evaluate"):
