@@ -1,10 +1,11 @@
 """The zero-shot baseline (``inference.zero_shot``): the pretrained instruct model ``model.path``, untrained, asked
 through its chat template for one SQLite query per eval question, its SQL read out of the reply (``extract_sql``).
 
-The assistant's reply is begun for it with the opening ```sql fence (``ZERO_SHOT_REPLY_START``) and decoding stops
-at the closing fence: the model answers with the query it was asked for, not with prose around it, and a batch
-does not decode the explanations an instruct model appends after its code block (on Spider, up to the 256-token
-limit for most rows)."""
+The assistant's reply is begun for it with an opening ```sql fence and ``SELECT`` (``ZERO_SHOT_REPLY_START``, as
+the prompts of Codex-era zero-shot text-to-SQL end in ``SELECT``) and decoding stops at the closing fence. Begun with
+the fence alone, SmolLM2-135M-Instruct copied the schema as CREATE TABLE statements on Spider dev (the first 34
+questions: every reply); with ``SELECT`` it writes queries. Stopping at the fence, a batch does not decode the
+explanations an instruct model appends after its code block."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .generation import generate_sql
 from .policy import load_model
 
 ZERO_SHOT_INSTRUCTION = "Answer with one SQLite query only, in a ```sql code block."
-ZERO_SHOT_REPLY_START = "```sql\n"
+ZERO_SHOT_REPLY_START = "```sql\nSELECT"
 FENCE = "```"
 
 
@@ -48,7 +49,7 @@ def zero_shot_answers(
     placements["zero_shot"] = placement(model)
     out, fences = {}, fence_token_ids(tok)
     for run in tqdm(runs, desc="greedy (zero-shot)"):
-        replies = generate_sql(
+        completions = generate_sql(
             model,
             tok,
             [zero_shot_prompt(tok, records[i]["prompt"]) for i in run],
@@ -56,8 +57,9 @@ def zero_shot_answers(
             prompts_per_call=prompts_per_call,
             progress=False,
             stop_token_ids=fences,
-        ).texts
-        for i, texts in zip(run, replies):
-            reply = ZERO_SHOT_REPLY_START + texts[0]
+        )
+        for i, ids in zip(run, completions.token_ids):
+            # decoded here, not stripped (``Completions.texts``): the reply goes on from "SELECT" mid-line
+            reply = ZERO_SHOT_REPLY_START + tok.decode(ids[0], skip_special_tokens=True)
             out[i] = {"zero_shot": extract_sql(reply), "zero_shot_reply": reply}
     return out

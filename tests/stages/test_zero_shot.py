@@ -44,7 +44,7 @@ def test_the_prompt_is_the_eval_prompt_and_the_instruction_in_the_chat_template(
         == tok.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
         + ZERO_SHOT_REPLY_START
     )
-    assert text.endswith("<|im_start|>assistant\n```sql\n")
+    assert text.endswith("<|im_start|>assistant\n```sql\nSELECT")
     # the closing fence, alone or after a space, stops decoding; nothing else does
     fences = zero_shot.fence_token_ids(tok)
     reply = tok("SELECT a FROM t\n```", add_special_tokens=False).input_ids
@@ -98,14 +98,17 @@ def test_zero_shot_answers_are_scored_beside_sft_greedy(tmp_path, monkeypatch):
     run_pipeline(cfg, log=lambda *_: None)
     records = [json.loads(line) for line in (tmp_path / "run" / "cold_start" / "eval.jsonl").read_text().splitlines()]
     gold = {r["prompt"]: r["gold_sql"] for r in records}
+    assert all(g.startswith("SELECT ") for g in gold.values())
     seen = []
     real = zero_shot.generate_sql
 
     def replies(model, tok, prompts, **kw):
         seen.extend(prompts)
-        texts = real(model, tok, prompts, **kw).texts
+        ids = real(model, tok, prompts, **kw).token_ids
         by_prompt = {zero_shot_prompt(tok, p): g for p, g in gold.items()}
-        return type("C", (), {"texts": [[f"{by_prompt[p]}\n```{t[0]}"] for p, t in zip(prompts, texts)]})
+        # each reply goes on from the primed "SELECT" with the rest of the gold query, then the model's own tokens
+        rest = [tok(by_prompt[p].removeprefix("SELECT") + "\n```", add_special_tokens=False).input_ids for p in prompts]
+        return type("C", (), {"token_ids": [[r + i[0]] for r, i in zip(rest, ids)]})
 
     monkeypatch.setattr(zero_shot, "generate_sql", replies)
     for stage in ("inference", "evaluate"):
