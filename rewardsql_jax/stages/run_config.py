@@ -354,7 +354,8 @@ class InferenceConfig:
     """Greedy, PRM Best-of-N (paper: N=32, T=1.0, min aggregation) and self-consistency.
 
     ``zero_shot``: also decode the pretrained ``model.path`` greedily, each eval prompt wrapped in its tokenizer's chat
-    template with an instruction to answer with one SQLite query (``stages/zero_shot.py``); evaluated as the method
+    template with an instruction to answer with one SQLite query, the reply begun with a ```sql fence and ``SELECT``
+    and ended at the closing fence (``stages/zero_shot.py``); evaluated as the method
     ``zero_shot``. Needs ``model.path`` and raw prompts (``data.chat_template=false``)."""
 
     predictions_file: str = (
