@@ -30,6 +30,8 @@ import sqlglot
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
+from .parse import parse_sql
+
 DIALECT = "sqlite"
 KINDS = ("FROM", "JOIN", "WHERE", "GROUP BY", "HAVING", "SELECT", "ORDER BY", "LIMIT")
 LOGICAL_RANK = {k: i for i, k in enumerate(KINDS)}
@@ -226,7 +228,7 @@ def split_sql(sql: str) -> SplitSQL:
         raise ValueError("cannot split an empty SQL query; pass the generated SQL text")
     tokens = tokenize(sql)
     try:
-        parsed = len(sqlglot.parse(sql, read=DIALECT)) == 1
+        parsed = len(parse_sql(sql, read=DIALECT)) == 1
     except SqlglotError:
         parsed = False
     depth, match = _depths(tokens), _match_parens(tokens)

@@ -18,6 +18,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from .execute import ExecResult, execute
+from .parse import parse_sql
 
 _DIALECT = "sqlite"
 RESULT_MAX_CHARS = 500
@@ -50,7 +51,7 @@ def parse_single(sql: str) -> exp.Expr:
     if not sql.strip():
         raise ValueError("empty SQL: pass a query such as 'WITH a AS (SELECT ...) SELECT * FROM a'")
     try:
-        trees = [t for t in sqlglot.parse(sql, read=_DIALECT) if t is not None]
+        trees = [t for t in parse_sql(sql, read=_DIALECT) if t is not None]
     except SqlglotError as e:
         raise ValueError(f"cannot parse SQL as SQLite: {e}") from None
     if len(trees) != 1:

@@ -16,9 +16,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+
+from .parse import parse_sql
 
 
 def preorder_tokens(sql: str, *, values: bool = False) -> tuple[str, ...]:
@@ -27,7 +28,7 @@ def preorder_tokens(sql: str, *, values: bool = False) -> tuple[str, ...]:
     if not isinstance(sql, str) or not sql.strip():
         raise ValueError("each candidate must be a non-empty SQL string")
     try:
-        trees = [t for t in sqlglot.parse(sql, read="sqlite") if t is not None]
+        trees = [t for t in parse_sql(sql) if t is not None]
     except SqlglotError as e:
         raise ValueError(f"cannot parse candidate as SQLite: {e}") from None
     if len(trees) != 1:

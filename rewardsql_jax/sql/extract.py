@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-import sqlglot
 from sqlglot.errors import SqlglotError
+
+from .parse import parse_sql
 
 _SQL_FENCE = re.compile(r"```[ \t]*(?:sqlite|sql)\b[^\n]*\n?(.*?)(?:```|$)", re.S | re.I)
 _ANY_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
@@ -14,9 +15,10 @@ _START = r"\bSELECT\b|\bWITH\s+(?:RECURSIVE\s+)?[\w\"`\[\]]+\s*(?:\([^)]*\)\s*)?
 
 def _parses(sql: str) -> bool:
     try:
-        return sqlglot.parse_one(sql, read="sqlite") is not None
+        trees = parse_sql(sql)
     except SqlglotError:
         return False
+    return bool(trees) and trees[0] is not None
 
 
 def _until_end(text: str) -> str:

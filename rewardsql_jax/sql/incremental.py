@@ -35,13 +35,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TypeVar
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from .clauses import DIALECT, KINDS, SplitSQL
 from .diff import candidate_clauses, diff_types
 from .execute import ExecResult
+from .parse import parse_sql
 
 _N = TypeVar("_N", bound="exp.Expr")  # _strip returns a copy of the node it was given
 _FIRST_ONLY = frozenset({"col_count"})
@@ -140,7 +140,7 @@ def _part_steps(sel: exp.Select, part: int, with_, base: int) -> list[Step]:
 def build_steps(sql: str) -> tuple[Step, ...]:
     """Incremental queries of Algorithm 1 (EXPO-SQL A.2) for ``sql``; ValueError if sqlglot cannot parse it."""
     try:
-        trees = sqlglot.parse(sql, read=DIALECT)
+        trees = parse_sql(sql, read=DIALECT)
     except SqlglotError as e:
         raise ValueError(f"cannot build incremental steps, sqlglot failed to parse the query: {e}") from e
     if len(trees) != 1 or trees[0] is None:
