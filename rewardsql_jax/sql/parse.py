@@ -8,7 +8,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 
-def parse_sql(sql: str, read: str = "sqlite") -> list[exp.Expression | None]:
+def parse_sql(sql: str, read: str = "sqlite") -> list[exp.Expr | None]:
     """``sqlglot.parse(sql, read=read)``, with a query nested too deeply for the parser raised as sqlglot's own
     ``ParseError`` (a subclass of ``SqlglotError``), so that callers treat it as any other unparseable text instead
     of a ``RecursionError`` ending the run."""
