@@ -201,7 +201,9 @@ def _inference_row(c: _Counter) -> StageMemory:
     )
     policy = Held("policy weights", c.weights)
     held = [policy] + ([Held("PRM scorer weights", c.weights)] if prm else [])
-    phases = {"sampler": [*held, *c.sampler(PROMPTS_PER_CALL, inf.best_of_n, prompt_budget(cfg), inf.max_new_tokens)]}
+    phases = {
+        "sampler": [*held, *c.sampler(PROMPTS_PER_CALL, max(inf.best_of_n, 1), prompt_budget(cfg), inf.max_new_tokens)]
+    }
     if prm:
         phases["PRM scoring"] = [*held, c.scoring(inf.max_new_tokens)]
     if two_policies:

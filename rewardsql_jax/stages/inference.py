@@ -14,10 +14,9 @@ PRM scores), from which evaluate reports the SFT policy's headroom (greedy vs pa
 from __future__ import annotations
 
 import collections
+import functools
 import json
 from pathlib import Path
-
-from tqdm.auto import tqdm
 
 from rewardsql_jax.distributed import is_primary, process_count
 from rewardsql_jax.models.sharding import placement
@@ -26,6 +25,7 @@ from rewardsql_jax.sampling.inputs import PROMPTS_PER_CALL
 
 from .context import RunContext
 from .generation import generate_sql
+from .part_log import PartLog, resumed_runs
 from .policy import load_model
 from .shares import exchange_shares, in_chunk_order, owned_chunks
 from .zero_shot import zero_shot_answers
@@ -152,27 +152,42 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
     """Predictions of the questions in ``chunks``: greedy SQL of every policy, N candidates of the final one
     (executed in this host's SQL pool, PRM-scored), Best-of-N and vote picks; when the final policy is not the
     SFT one, also N executed samples of the SFT policy (``sft_candidates``, for evaluate's headroom block).
+    ``inference.best_of_n=0``: greedy SQL alone, no candidates.
     Question i's samples are drawn with their own seed (seed + 1 + i; the SFT policy's seed + 1 + n + i), so
-    they do not depend on the process or on the questions beside it. Every model is sharded over this
-    process's devices (``host_mesh``); ``placements`` gets where each lives."""
+    they do not depend on the process or on the questions beside it. Each part is kept under ``inference/parts``
+    as each database run finishes (``PartLog``): a rerun of the stage continues where it stopped. Every model is
+    sharded over this process's devices (``host_mesh``); ``placements`` gets where each was loaded."""
     cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
+    parts = ctx.stage_dir("inference") / "parts"
     mine = [i for c in chunks for i in range(c * PROMPTS_PER_CALL, min((c + 1) * PROMPTS_PER_CALL, len(records)))]
     preds = {i: {"question_id": records[i]["question_id"], "db_id": records[i]["db_id"]} for i in mine}
     if inf.zero_shot:
         runs = database_runs(mine, records, GREEDY_CALL)
-        for i, answer in zero_shot_answers(ctx, records, runs, placements, GREEDY_CALL).items():
+        for i, answer in zero_shot_answers(ctx, records, runs, placements, GREEDY_CALL, parts).items():
             preds[i].update(answer)
     if not found:  # the zero-shot baseline alone
         return [{**preds[i], "candidates": []} for i in mine]
     final_stage, n = list(found)[-1], len(records)
+    greedy_runs, sample_runs = database_runs(mine, records, GREEDY_CALL), database_runs(mine, records, SAMPLE_CALL)
 
-    def sample(model, first_seed: int, desc: str) -> dict[int, tuple[list[str], list]]:
-        """Question -> (its N sampled SQL, their execution results)."""
-        out = {}
-        for run in tqdm(database_runs(mine, records, SAMPLE_CALL), desc=desc):
+    def loader(path, name: str):
+        """The model at ``path``, loaded on first use (a part already complete needs none)."""
+
+        @functools.cache
+        def model():
+            loaded = load_model(path, cfg.model.dtype, ctx.host_mesh())
+            placements[name] = placement(loaded)
+            return loaded
+
+        return model
+
+    def sample(model, stage: str, first_seed: int, desc: str) -> dict[int, list[dict]]:
+        """Question -> its N sampled SQL with their execution result signatures (``{"sql", "signature"}``)."""
+
+        def draw(run: list[int]) -> dict[int, list[dict]]:
             part = [records[i] for i in run]
             texts = generate_sql(
-                model,
+                model(),
                 tok,
                 [r["prompt"] for r in part],
                 num_samples=inf.best_of_n,
@@ -183,51 +198,85 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
                 progress=False,
             ).texts
             results = iter(_execute(pool, part, texts))
-            out.update({i: (sqls, [next(results) for _ in sqls]) for i, sqls in zip(run, texts)})
-        return out
+            return {
+                i: [{"sql": sql, "signature": result_signature(next(results))} for sql in sqls]
+                for i, sqls in zip(run, texts)
+            }
+
+        return resumed_runs(
+            PartLog(parts, f"samples_{stage}", samples_key(stage, first_seed), records), sample_runs, draw, desc
+        )
+
+    def samples_key(stage: str, first_seed: int) -> dict:
+        return {
+            **decoding_key(ctx, stage, SAMPLE_CALL),
+            "n": inf.best_of_n,
+            "temperature": inf.temperature,
+            "first_seed": first_seed,
+        }
 
     for stage, path in found.items():
-        model = load_model(path, cfg.model.dtype, ctx.host_mesh())
-        placements[stage] = placement(model)
-        for run in tqdm(database_runs(mine, records, GREEDY_CALL), desc=f"greedy ({stage})"):
-            greedy = generate_sql(
-                model,
+        model = loader(path, stage)
+
+        def greedy(run: list[int], model=model) -> dict[int, str]:
+            texts = generate_sql(
+                model(),
                 tok,
                 [records[i]["prompt"] for i in run],
                 max_new_tokens=inf.max_new_tokens,
                 prompts_per_call=GREEDY_CALL,
                 progress=False,
-            )
-            for i, texts in zip(run, greedy.texts):
-                preds[i][f"greedy_{stage}"] = texts[0]
-        if stage == "sft" and final_stage != "sft":
-            for i, (sqls, results) in sample(model, cfg.seed + 1 + n, f"samples x{inf.best_of_n} (sft)").items():
-                preds[i]["sft_candidates"] = [
-                    {"sql": sql, "signature": result_signature(res)} for sql, res in zip(sqls, results)
-                ]
-    # ``model`` is the final policy: the loop above loaded it last
+            ).texts
+            return {i: t[0] for i, t in zip(run, texts)}
+
+        log = PartLog(parts, f"greedy_{stage}", decoding_key(ctx, stage, GREEDY_CALL), records)
+        for i, sql in resumed_runs(log, greedy_runs, greedy, f"greedy ({stage})").items():
+            preds[i][f"greedy_{stage}"] = sql
+        if stage == "sft" and final_stage != "sft" and inf.best_of_n:
+            for i, cands in sample(model, stage, cfg.seed + 1 + n, f"samples x{inf.best_of_n} (sft)").items():
+                preds[i]["sft_candidates"] = cands
+    if not inf.best_of_n:
+        return [{**preds[i], "candidates": []} for i in mine]
+    # ``model`` is the final policy: the loop above made it last
+    sampled = sample(model, final_stage, cfg.seed + 1, f"best-of-{inf.best_of_n} ({final_stage})")
     prm_path = ctx.run_dir / "prm" / "model"
-    scorer = (
-        PRMScorer(load_model(prm_path, cfg.model.dtype, ctx.host_mesh()), tok)
-        if (prm_path / "config.json").exists()
-        else None
-    )
-    if scorer is not None:
-        placements["prm"] = placement(scorer.model)
-    sampled = sample(model, cfg.seed + 1, f"best-of-{inf.best_of_n} ({final_stage})")
-    for i in tqdm(mine, desc="prm scores", disable=scorer is None):
-        (texts, results), p = sampled[i], preds[i]
-        scores = scorer.score([records[i]["prompt"]] * len(texts), texts) if scorer else [None] * len(texts)
-        cands = [
-            {"sql": sql, "signature": result_signature(res), "step_scores": sc}
-            for sql, res, sc in zip(texts, results, scores)
-        ]
+    scores = None
+    if (prm_path / "config.json").exists():
+        scorer = functools.cache(lambda: PRMScorer(loader(prm_path, "prm")(), tok))
+
+        def score(run: list[int]) -> dict[int, list]:
+            return {
+                i: scorer().score([records[i]["prompt"]] * len(sampled[i]), [c["sql"] for c in sampled[i]]) for i in run
+            }
+
+        key = {"prm": finished_at(ctx, "prm"), **samples_key(final_stage, cfg.seed + 1)}
+        scores = resumed_runs(PartLog(parts, "prm_scores", key, records), sample_runs, score, "prm scores")
+    for i in mine:
+        p = preds[i]
+        step_scores = scores[i] if scores is not None else [None] * len(sampled[i])
+        cands = [{**c, "step_scores": sc} for c, sc in zip(sampled[i], step_scores)]
         p["candidates"], p["policy_for_candidates"] = cands, final_stage
-        bon = pick_best_of_n(cands, inf.aggregation) if scorer else None
+        bon = pick_best_of_n(cands, inf.aggregation) if scores is not None else None
         sc = pick_self_consistency(cands)
-        p["best_of_n"] = cands[bon]["sql"] if bon is not None else (texts[0] if scorer else None)
-        p["self_consistency"] = cands[sc]["sql"] if sc is not None else texts[0]
+        p["best_of_n"] = cands[bon]["sql"] if bon is not None else (cands[0]["sql"] if scores is not None else None)
+        p["self_consistency"] = cands[sc]["sql"] if sc is not None else cands[0]["sql"]
     return [preds[i] for i in mine]
+
+
+def decoding_key(ctx: RunContext, stage: str, prompts_per_call: int) -> dict:
+    """What a trained policy's decoded SQL depends on besides the prompts: the policy (its stage and when that stage
+    finished), the token budget and how many prompts are decoded together (the padding of a batch)."""
+    return {
+        "policy": stage,
+        "trained": finished_at(ctx, stage),
+        "max_new_tokens": ctx.config.inference.max_new_tokens,
+        "prompts_per_call": prompts_per_call,
+    }
+
+
+def finished_at(ctx: RunContext, stage: str) -> str | None:
+    """When ``stage`` finished (its metrics' ``finished_at``), ``None`` when it has not."""
+    return ctx.metrics(stage).get("finished_at") if ctx.is_done(stage) else None
 
 
 def _execute(pool, part, texts) -> list:

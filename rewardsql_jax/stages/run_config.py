@@ -353,6 +353,7 @@ class RLConfig(OnlineRLConfig):
 class InferenceConfig:
     """Greedy, PRM Best-of-N (paper: N=32, T=1.0, min aggregation) and self-consistency.
 
+    ``best_of_n=0``: each policy's greedy SQL alone (no candidates, so no Best-of-N, vote or pass@n).
     ``zero_shot``: also decode the pretrained ``model.path`` greedily, each eval prompt wrapped in its tokenizer's chat
     template with an instruction to answer with one SQLite query, the reply begun with a ```sql fence and ``SELECT``
     and ended at the closing fence (``stages/zero_shot.py``); evaluated as the method
@@ -369,7 +370,11 @@ class InferenceConfig:
 
     def __post_init__(self):
         require_choice(self, "aggregation", AGGREGATIONS)
-        require_positive(self, "best_of_n", "max_new_tokens")
+        require_positive(self, "max_new_tokens")
+        if self.best_of_n < 0:
+            raise ValueError(
+                f"InferenceConfig.best_of_n must be >= 0 (0: greedy decoding alone, no candidates), got {self.best_of_n}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,8 @@ explanations an instruct model appends after its code block."""
 
 from __future__ import annotations
 
-from tqdm.auto import tqdm
+import functools
+from pathlib import Path
 
 from rewardsql_jax.data import format_prompt
 from rewardsql_jax.models.sharding import placement
@@ -17,6 +18,7 @@ from rewardsql_jax.sql.extract import extract_sql
 
 from .context import RunContext
 from .generation import generate_sql
+from .part_log import PartLog, resumed_runs
 from .policy import load_model
 
 ZERO_SHOT_INSTRUCTION = "Answer with one SQLite query only, in a ```sql code block."
@@ -39,18 +41,29 @@ def fence_token_ids(tokenizer) -> tuple[int, ...]:
 
 
 def zero_shot_answers(
-    ctx: RunContext, records: list[dict], runs: list[list[int]], placements: dict, prompts_per_call: int
+    ctx: RunContext, records: list[dict], runs: list[list[int]], placements: dict, prompts_per_call: int, parts: Path
 ) -> dict:
     """Question index -> ``{"zero_shot": sql, "zero_shot_reply": reply}`` for the questions of ``runs`` (groups
-    decoded together), greedy with ``inference.max_new_tokens``; ``placements["zero_shot"]``: where the model
-    lives."""
+    decoded together), greedy with ``inference.max_new_tokens``, kept in ``parts`` as each run finishes (a rerun
+    decodes only the runs not there yet: ``PartLog``); ``placements["zero_shot"]``: where the model lives, when it
+    was loaded."""
     cfg, tok = ctx.config, ctx.tokenizer()
-    model = load_model(cfg.model.path, cfg.model.dtype, ctx.host_mesh())
-    placements["zero_shot"] = placement(model)
-    out, fences = {}, fence_token_ids(tok)
-    for run in tqdm(runs, desc="greedy (zero-shot)"):
+    key = {
+        "model": cfg.model.path,
+        "max_new_tokens": cfg.inference.max_new_tokens,
+        "prompts_per_call": prompts_per_call,
+    }
+    fences = fence_token_ids(tok)
+
+    @functools.cache
+    def model():
+        loaded = load_model(cfg.model.path, cfg.model.dtype, ctx.host_mesh())
+        placements["zero_shot"] = placement(loaded)
+        return loaded
+
+    def decode(run: list[int]) -> dict:
         completions = generate_sql(
-            model,
+            model(),
             tok,
             [zero_shot_prompt(tok, records[i]["prompt"]) for i in run],
             max_new_tokens=cfg.inference.max_new_tokens,
@@ -58,8 +71,11 @@ def zero_shot_answers(
             progress=False,
             stop_token_ids=fences,
         )
+        out = {}
         for i, ids in zip(run, completions.token_ids):
             # decoded here, not stripped (``Completions.texts``): the reply goes on from "SELECT" mid-line
             reply = ZERO_SHOT_REPLY_START + tok.decode(ids[0], skip_special_tokens=True)
             out[i] = {"zero_shot": extract_sql(reply), "zero_shot_reply": reply}
-    return out
+        return out
+
+    return resumed_runs(PartLog(parts, "zero_shot", key, records), runs, decode, "greedy (zero-shot)")
