@@ -19,14 +19,13 @@ import json
 from pathlib import Path
 
 from rewardsql_jax.distributed import is_primary, process_count
-from rewardsql_jax.models.sharding import placement
 from rewardsql_jax.rewards.prm_scoring import PRMScorer, aggregate_steps
 from rewardsql_jax.sampling.inputs import PROMPTS_PER_CALL
 
 from .context import RunContext
 from .generation import generate_sql
 from .part_log import PartLog, resumed_runs
-from .policy import load_model
+from .policy import lazy_model
 from .shares import exchange_shares, in_chunk_order, owned_chunks
 from .zero_shot import zero_shot_answers
 
@@ -170,17 +169,6 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
     final_stage, n = list(found)[-1], len(records)
     greedy_runs, sample_runs = database_runs(mine, records, GREEDY_CALL), database_runs(mine, records, SAMPLE_CALL)
 
-    def loader(path, name: str):
-        """The model at ``path``, loaded on first use (a part already complete needs none)."""
-
-        @functools.cache
-        def model():
-            loaded = load_model(path, cfg.model.dtype, ctx.host_mesh())
-            placements[name] = placement(loaded)
-            return loaded
-
-        return model
-
     def sample(model, stage: str, first_seed: int, desc: str) -> dict[int, list[dict]]:
         """Question -> its N sampled SQL with their execution result signatures (``{"sql", "signature"}``)."""
 
@@ -216,7 +204,7 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
         }
 
     for stage, path in found.items():
-        model = loader(path, stage)
+        model = lazy_model(ctx, path, stage, placements)
 
         def greedy(run: list[int], model=model) -> dict[int, str]:
             texts = generate_sql(
@@ -242,7 +230,7 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
     prm_path = ctx.run_dir / "prm" / "model"
     scores = None
     if (prm_path / "config.json").exists():
-        scorer = functools.cache(lambda: PRMScorer(loader(prm_path, "prm")(), tok))
+        scorer = functools.cache(lambda: PRMScorer(lazy_model(ctx, prm_path, "prm", placements)(), tok))
 
         def score(run: list[int]) -> dict[int, list]:
             return {

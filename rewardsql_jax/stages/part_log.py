@@ -35,10 +35,9 @@ class PartLog:
         own: list[str] = []
         for path in sorted(folder.glob(f"{name}.p*.jsonl")):
             lines = _whole_lines(path)
-            if not lines or lines[0] != self._key_line:
+            if not lines or lines[0][0] != self._key_line:
                 continue
-            for line in lines[1:]:
-                item = json.loads(line)
+            for line, item in lines[1:]:
                 i = item["i"]
                 if i < len(records) and records[i]["question_id"] == item["question_id"]:
                     self.done[i] = item["value"]
@@ -72,13 +71,12 @@ def resumed_runs(
     return {i: log.done[i] for run in runs for i in run}
 
 
-def _whole_lines(path: Path) -> list[str]:
-    """The lines of ``path`` up to the first one that is not whole JSON (a write cut short)."""
+def _whole_lines(path: Path) -> list[tuple[str, Any]]:
+    """The lines of ``path`` with their JSON, up to the first one that is not whole JSON (a write cut short)."""
     out = []
     for line in path.read_text().split("\n"):
         try:
-            json.loads(line)
+            out.append((line, json.loads(line)))
         except json.JSONDecodeError:
             break
-        out.append(line)
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from flax import nnx
@@ -11,7 +12,7 @@ from rewardsql_jax.models import fresh_model, from_pretrained, save_pretrained
 from rewardsql_jax.models.adapters import add_adapters, has_adapters
 from rewardsql_jax.models.lora_io import save_adapters
 from rewardsql_jax.models.pretrained import resolve_checkpoint
-from rewardsql_jax.models.sharding import shard_model
+from rewardsql_jax.models.sharding import placement, shard_model
 
 from .context import RunContext
 
@@ -72,3 +73,16 @@ def load_model(path: Path | str, dtype: str = "float32", mesh=None):
     sharded over it by the training rules."""
     model = from_pretrained(path, dtype=dtype)
     return model if mesh is None else shard_model(model, mesh)
+
+
+def lazy_model(ctx: RunContext, path: Path | str, name: str, placements: dict):
+    """A function returning the model at ``path`` (``model.dtype``, on this host's mesh), loaded on its first call
+    only, when ``placements[name]`` gets where it lives: a stage whose parts are all kept loads nothing."""
+
+    @functools.cache
+    def model():
+        loaded = load_model(path, ctx.config.model.dtype, ctx.host_mesh())
+        placements[name] = placement(loaded)
+        return loaded
+
+    return model

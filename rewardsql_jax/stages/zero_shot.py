@@ -9,17 +9,15 @@ explanations an instruct model appends after its code block."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 from rewardsql_jax.data import format_prompt
-from rewardsql_jax.models.sharding import placement
 from rewardsql_jax.sql.extract import extract_sql
 
 from .context import RunContext
 from .generation import generate_sql
 from .part_log import PartLog, resumed_runs
-from .policy import load_model
+from .policy import lazy_model
 
 ZERO_SHOT_INSTRUCTION = "Answer with one SQLite query only, in a ```sql code block."
 ZERO_SHOT_REPLY_START = "```sql\nSELECT"
@@ -55,11 +53,7 @@ def zero_shot_answers(
     }
     fences = fence_token_ids(tok)
 
-    @functools.cache
-    def model():
-        loaded = load_model(cfg.model.path, cfg.model.dtype, ctx.host_mesh())
-        placements["zero_shot"] = placement(loaded)
-        return loaded
+    model = lazy_model(ctx, cfg.model.path, "zero_shot", placements)
 
     def decode(run: list[int]) -> dict:
         completions = generate_sql(
