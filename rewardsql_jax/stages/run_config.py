@@ -166,9 +166,13 @@ class SFTConfig:
     # train step (training.prefix_groups; same loss and gradients); 0 / 1 = independent rows
     prefix_group: int = 0
     micro_batches: int = 0  # micro-batches of each SFT batch; 0 = mesh.micro_batches (sized for the RL batch)
+    # > 1: each step pads to the shortest of this many lengths (per dimension with prefix_group: the schema prefix
+    # and the rest) that holds it, instead of the longest step's (collate.length_ladder): fewer padded tokens, one
+    # compile per length used; 1 = one shape for the whole run
+    length_buckets: int = 1
 
     def __post_init__(self):
-        require_positive(self, "steps", "batch_size", "lr")
+        require_positive(self, "steps", "batch_size", "lr", "length_buckets")
         if self.checkpoint_every < 0:
             raise ValueError(f"sft.checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.micro_batches < 0:

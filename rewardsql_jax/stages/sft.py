@@ -17,8 +17,9 @@ from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.training.batch import SFTBatch
 from rewardsql_jax.training.collate import (
     batch_indices,
-    bucket_length,
     encode_pair,
+    ladder_length,
+    length_ladder,
     sft_arrays,
     target_token_bound,
 )
@@ -26,7 +27,6 @@ from rewardsql_jax.training.fit import FitResult, fit
 from rewardsql_jax.training.optimizer import OptimizerConfig, make_optimizer
 from rewardsql_jax.training.prefix_groups import (
     grouped_sft_batch,
-    grouped_slots,
     prefix_group_batches,
     shared_prefix_lengths,
 )
@@ -127,16 +127,18 @@ def train_sft(
     return fit(state, step, **fit_options)
 
 
-def sft_batches(encoded, *, batch_size: int, steps: int, seed: int, pad: int, weights=None):
+def sft_batches(encoded, *, batch_size: int, steps: int, seed: int, pad: int, weights=None, length_buckets: int = 1):
     """``batch(i) -> (SFTBatch of step i, tokens it holds)`` over ``encoded`` (ids, loss_mask) pairs: step i takes
-    batch i of ``batch_indices(seed)`` (so a resumed run sees the same batches), one padded length for the whole run
-    (one compile). ``weights``: one per example, each sequence's loss weight (``SFTBatch.weights``)."""
-    length = bucket_length(max(len(e[0]) for e in encoded))
+    batch i of ``batch_indices(seed)`` (so a resumed run sees the same batches), padded to the shortest of at most
+    ``length_buckets`` lengths (``collate.length_ladder``; 1 = one length for the whole run, one compile).
+    ``weights``: one per example, each sequence's loss weight (``SFTBatch.weights``)."""
     rows = list(batch_indices(len(encoded), batch_size, steps, seed))
+    needs = [max(len(encoded[j][0]) for j in r) for r in rows]
+    ladder = length_ladder(needs, length_buckets)
     w = None if weights is None else np.asarray(weights, np.float32)
 
     def independent(i):
-        ids, attn, loss_mask = sft_arrays([encoded[j] for j in rows[i]], length, pad)
+        ids, attn, loss_mask = sft_arrays([encoded[j] for j in rows[i]], ladder_length(needs[i], ladder), pad)
         batch = SFTBatch(
             input_ids=ids, attention_mask=attn, loss_mask=loss_mask, weights=None if w is None else w[rows[i]]
         )
@@ -146,19 +148,31 @@ def sft_batches(encoded, *, batch_size: int, steps: int, seed: int, pad: int, we
 
 
 def _batches(encoded, keys, s, seed: int, pad: int):
-    """``batch(i) -> (train batch of step i, tokens it holds)``, one shape for the whole run (one compile):
-    ``SFTBatch`` rows, or with ``sft.prefix_group`` > 1 a ``GroupedSFTBatch`` whose groups of one database
-    share their schema prefix (tokens then count each prefix once, as the step computes it)."""
+    """``batch(i) -> (train batch of step i, tokens it holds)``, padded to at most ``sft.length_buckets`` lengths
+    (per dimension): ``SFTBatch`` rows, or with ``sft.prefix_group`` > 1 a ``GroupedSFTBatch`` whose groups of one
+    database share their schema prefix (tokens then count each prefix once, as the step computes it)."""
     if s.prefix_group > 1:
         prefix = shared_prefix_lengths(encoded, keys)
-        slots = grouped_slots(encoded, prefix)
         order = prefix_group_batches(keys, s.prefix_group, s.batch_size // s.prefix_group, s.steps, seed)
+        prefix_needs = [max(prefix[g[0]] for g in groups) for groups in order]
+        rest_needs = [max(len(encoded[j][0]) - prefix[j] for g in groups for j in g) for groups in order]
+        prefix_ladder = length_ladder(prefix_needs, s.length_buckets, multiple=16)
+        rest_ladder = length_ladder(rest_needs, s.length_buckets, multiple=16)
 
         def grouped(i):
             groups = order[i]
             n = sum(prefix[g[0]] + sum(len(encoded[j][0]) - prefix[j] for j in g) for g in groups)
-            batch = grouped_sft_batch(encoded, groups, prefix, prefix_slots=slots[0], rest_slots=slots[1], pad_id=pad)
+            batch = grouped_sft_batch(
+                encoded,
+                groups,
+                prefix,
+                prefix_slots=ladder_length(prefix_needs[i], prefix_ladder),
+                rest_slots=ladder_length(rest_needs[i], rest_ladder),
+                pad_id=pad,
+            )
             return batch, n
 
         return grouped
-    return sft_batches(encoded, batch_size=s.batch_size, steps=s.steps, seed=seed, pad=pad)
+    return sft_batches(
+        encoded, batch_size=s.batch_size, steps=s.steps, seed=seed, pad=pad, length_buckets=s.length_buckets
+    )

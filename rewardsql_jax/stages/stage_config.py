@@ -34,6 +34,7 @@ NOT_RESULTS = (
     "sft.checkpoint_every",
     "prm.checkpoint_every",
     "sft.micro_batches",  # exact accumulation and recomputed layers: the same loss and gradients
+    "sft.length_buckets",  # masked padding: the same loss and gradients
     "prm.micro_batches",
     "model.remat",
 )

@@ -21,6 +21,22 @@ def bucket_length(n: int, multiple: int = 64) -> int:
     return max(multiple, -(-n // multiple) * multiple)
 
 
+def length_ladder(needs: Sequence[int], levels: int, multiple: int = 64) -> list[int]:
+    """At most ``levels`` padded lengths for a run whose step i needs ``needs[i]`` tokens: the needs' quantiles
+    k / ``levels`` (k = 1 .. ``levels``) rounded up to ``multiple``, ascending; the last holds the longest step.
+    Each step pads to the first that holds it (``ladder_length``): fewer padded tokens than one length for the
+    whole run, at the price of one compile per length used."""
+    if levels < 1 or not len(needs):
+        raise ValueError(f"a length ladder needs levels >= 1 (got {levels}) and at least one step's length")
+    quantiles = np.quantile(np.asarray(needs), np.arange(1, levels + 1) / levels, method="higher")
+    return sorted({bucket_length(int(q), multiple) for q in quantiles})
+
+
+def ladder_length(need: int, ladder: Sequence[int]) -> int:
+    """The shortest length of ``ladder`` (``length_ladder``) that holds ``need`` tokens."""
+    return next(n for n in ladder if n >= need)
+
+
 def target_token_bound(loss_masks) -> int:
     """The ``target_tokens`` bound of a run's supervised rows: the most loss tokens of any row, in 16s (one shape;
     the vocabulary projection runs at those positions only)."""

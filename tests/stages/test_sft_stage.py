@@ -48,3 +48,33 @@ def test_a_stopped_sft_resumes_to_the_uninterrupted_params(tmp_path, monkeypatch
     assert again["loss_curve"] == whole["loss_curve"]
     for got, want in zip(_params(tmp_path / "stopped"), _params(tmp_path / "whole")):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prefix_group", [0, 2])
+def test_padding_each_step_to_a_ladder_of_lengths_changes_no_loss(tmp_path, monkeypatch, prefix_group):
+    """``sft.length_buckets=3`` pads each step to the shortest of up to 3 lengths that holds it: several batch
+    shapes (so several compiles), the same loss curve and parameters as one length for the whole run."""
+    shapes = {1: set(), 3: set()}
+    real_batches = sft._batches
+
+    def recording(encoded, keys, s, seed, pad):
+        make = real_batches(encoded, keys, s, seed, pad)
+
+        def batch(i):
+            b, n = make(i)
+            shapes[s.length_buckets].add(tuple(np.shape(x) for x in jax.tree.leaves(b)))
+            return b, n
+
+        return batch
+
+    monkeypatch.setattr(sft, "_batches", recording)
+    curves = {}
+    for buckets in (1, 3):
+        s = dataclasses.replace(CFG.sft, prefix_group=prefix_group, length_buckets=buckets, steps=8)
+        cfg = dataclasses.replace(CFG, sft=s, run_dir=str(tmp_path / f"b{buckets}"))
+        curves[buckets] = run_pipeline(cfg, log=lambda *_: None)["sft"]["loss_curve"]
+    assert len(shapes[1]) == 1 and len(shapes[3]) >= 2
+    np.testing.assert_allclose([v for _, v in curves[3]], [v for _, v in curves[1]], rtol=1e-5)
+    for got, want in zip(_params(tmp_path / "b3"), _params(tmp_path / "b1")):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 
 from rewardsql_jax.rl.rollouts import chunk_prompts, pick_questions
-from rewardsql_jax.training.collate import preference_batch, rl_batch, rl_length, sequence_arrays, sft_batch
+from rewardsql_jax.training.collate import (
+    ladder_length,
+    length_ladder,
+    preference_batch,
+    rl_batch,
+    rl_length,
+    sequence_arrays,
+    sft_batch,
+)
 
 
 def test_rl_batch_aligns_completion_fields_with_their_tokens():
@@ -57,3 +65,19 @@ def test_question_picks_are_seeded_by_step_and_chunks_divide():
     assert pick_questions(10, 4, 0, 4).tolist() != a.tolist()
     assert len(pick_questions(2, 5, 0, 0)) == 5
     assert [chunk_prompts(n) for n in (1, 2, 8, 48, 7)] == [1, 1, 4, 24, 1]
+
+
+def test_a_length_ladder_holds_every_step_in_at_most_its_levels():
+    needs = [100, 120, 130, 700, 90, 110, 1500, 140]
+    assert length_ladder(needs, 1) == [1536]  # one length: the longest step's
+    two = length_ladder(needs, 2)
+    assert two == [192, 1536]  # the median step's (130 tokens, in 64s) and the longest's
+    four = length_ladder(needs, 4, multiple=16)
+    assert len(four) <= 4 and four[-1] == 1504
+    for ladder in (two, four):
+        for n in needs:
+            fit = ladder_length(n, ladder)
+            assert fit >= n and all(x < n for x in ladder if x < fit)  # the shortest that holds it
+    assert length_ladder([64] * 5, 3) == [64]  # equal steps: one length whatever the levels
+    with pytest.raises(ValueError, match="levels >= 1"):
+        length_ladder(needs, 0)
