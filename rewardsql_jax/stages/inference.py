@@ -14,6 +14,7 @@ PRM scores), from which evaluate reports the SFT policy's headroom (greedy vs pa
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import json
 from pathlib import Path
@@ -156,24 +157,73 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
     they do not depend on the process or on the questions beside it. Each part is kept under ``inference/parts``
     as each database run finishes (``PartLog``): a rerun of the stage continues where it stopped. Every model is
     sharded over this process's devices (``host_mesh``); ``placements`` gets where each was loaded."""
-    cfg, inf, tok, pool = ctx.config, ctx.config.inference, ctx.tokenizer(), ctx.pool()
-    parts = ctx.stage_dir("inference") / "parts"
+    cfg, inf = ctx.config, ctx.config.inference
+    parts = _Parts(ctx, records, ctx.stage_dir("inference") / "parts")
     mine = [i for c in chunks for i in range(c * PROMPTS_PER_CALL, min((c + 1) * PROMPTS_PER_CALL, len(records)))]
     preds = {i: {"question_id": records[i]["question_id"], "db_id": records[i]["db_id"]} for i in mine}
     if inf.zero_shot:
         runs = database_runs(mine, records, GREEDY_CALL)
-        for i, answer in zero_shot_answers(ctx, records, runs, placements, GREEDY_CALL, parts).items():
+        for i, answer in zero_shot_answers(ctx, records, runs, placements, GREEDY_CALL, parts.folder).items():
             preds[i].update(answer)
     if not found:  # the zero-shot baseline alone
         return [{**preds[i], "candidates": []} for i in mine]
-    final_stage, n = list(found)[-1], len(records)
+    final_stage = list(found)[-1]
     greedy_runs, sample_runs = database_runs(mine, records, GREEDY_CALL), database_runs(mine, records, SAMPLE_CALL)
+    for stage, path in found.items():
+        model = lazy_model(ctx, path, stage, placements)
+        for i, sql in parts.greedy(model, stage, greedy_runs).items():
+            preds[i][f"greedy_{stage}"] = sql
+        if stage == "sft" and final_stage != "sft" and inf.best_of_n:
+            for i, cands in parts.samples(model, stage, cfg.seed + 1 + len(records), sample_runs).items():
+                preds[i]["sft_candidates"] = cands
+    if not inf.best_of_n:
+        return [{**preds[i], "candidates": []} for i in mine]
+    # ``model`` is the final policy: the loop above made it last
+    sampled = parts.samples(model, final_stage, cfg.seed + 1, sample_runs)
+    prm_path = ctx.run_dir / "prm" / "model"
+    scores = None
+    if (prm_path / "config.json").exists():
+        scorer = lazy_model(ctx, prm_path, "prm", placements)
+        scores = parts.prm_scores(scorer, sampled, final_stage, cfg.seed + 1, sample_runs)
+    for i in mine:
+        preds[i].update(_picks(sampled[i], None if scores is None else scores[i], final_stage, inf.aggregation))
+    return [preds[i] for i in mine]
 
-    def sample(model, stage: str, first_seed: int, desc: str) -> dict[int, list[dict]]:
-        """Question -> its N sampled SQL with their execution result signatures (``{"sql", "signature"}``)."""
+
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+    """The parts of the inference stage for one process's questions, each decoded (or scored) one database run
+    at a time and kept in ``folder`` by a ``PartLog`` keyed by what it depends on (a rerun resumes)."""
+
+    ctx: RunContext
+    records: list[dict]
+    folder: Path
+
+    def greedy(self, model, stage: str, runs: list[list[int]]) -> dict[int, str]:
+        """Question -> the greedy SQL of ``stage``'s policy (``model()`` loads it)."""
+        inf, tok = self.ctx.config.inference, self.ctx.tokenizer()
+
+        def decode(run: list[int]) -> dict[int, str]:
+            texts = generate_sql(
+                model(),
+                tok,
+                [self.records[i]["prompt"] for i in run],
+                max_new_tokens=inf.max_new_tokens,
+                prompts_per_call=GREEDY_CALL,
+                progress=False,
+            ).texts
+            return {i: t[0] for i, t in zip(run, texts)}
+
+        log = PartLog(self.folder, f"greedy_{stage}", decoding_key(self.ctx, stage, GREEDY_CALL), self.records)
+        return resumed_runs(log, runs, decode, f"greedy ({stage})")
+
+    def samples(self, model, stage: str, first_seed: int, runs: list[list[int]]) -> dict[int, list[dict]]:
+        """Question -> ``inference.best_of_n`` SQL sampled from ``stage``'s policy (question i with seed
+        ``first_seed + i``), each with its execution result signature (``{"sql", "signature"}``)."""
+        inf, tok, pool = self.ctx.config.inference, self.ctx.tokenizer(), self.ctx.pool()
 
         def draw(run: list[int]) -> dict[int, list[dict]]:
-            part = [records[i] for i in run]
+            part = [self.records[i] for i in run]
             texts = generate_sql(
                 model(),
                 tok,
@@ -191,64 +241,46 @@ def _predict(ctx: RunContext, records, found: dict, chunks: list[int], placement
                 for i, sqls in zip(run, texts)
             }
 
-        return resumed_runs(
-            PartLog(parts, f"samples_{stage}", samples_key(stage, first_seed), records), sample_runs, draw, desc
-        )
+        log = PartLog(self.folder, f"samples_{stage}", self.samples_key(stage, first_seed), self.records)
+        return resumed_runs(log, runs, draw, f"samples x{inf.best_of_n} ({stage})")
 
-    def samples_key(stage: str, first_seed: int) -> dict:
+    def samples_key(self, stage: str, first_seed: int) -> dict:
+        """What ``samples`` depend on: the policy and decoding, N, the temperature and the seeds."""
+        inf = self.ctx.config.inference
         return {
-            **decoding_key(ctx, stage, SAMPLE_CALL),
+            **decoding_key(self.ctx, stage, SAMPLE_CALL),
             "n": inf.best_of_n,
             "temperature": inf.temperature,
             "first_seed": first_seed,
         }
 
-    for stage, path in found.items():
-        model = lazy_model(ctx, path, stage, placements)
-
-        def greedy(run: list[int], model=model) -> dict[int, str]:
-            texts = generate_sql(
-                model(),
-                tok,
-                [records[i]["prompt"] for i in run],
-                max_new_tokens=inf.max_new_tokens,
-                prompts_per_call=GREEDY_CALL,
-                progress=False,
-            ).texts
-            return {i: t[0] for i, t in zip(run, texts)}
-
-        log = PartLog(parts, f"greedy_{stage}", decoding_key(ctx, stage, GREEDY_CALL), records)
-        for i, sql in resumed_runs(log, greedy_runs, greedy, f"greedy ({stage})").items():
-            preds[i][f"greedy_{stage}"] = sql
-        if stage == "sft" and final_stage != "sft" and inf.best_of_n:
-            for i, cands in sample(model, stage, cfg.seed + 1 + n, f"samples x{inf.best_of_n} (sft)").items():
-                preds[i]["sft_candidates"] = cands
-    if not inf.best_of_n:
-        return [{**preds[i], "candidates": []} for i in mine]
-    # ``model`` is the final policy: the loop above made it last
-    sampled = sample(model, final_stage, cfg.seed + 1, f"best-of-{inf.best_of_n} ({final_stage})")
-    prm_path = ctx.run_dir / "prm" / "model"
-    scores = None
-    if (prm_path / "config.json").exists():
-        scorer = functools.cache(lambda: PRMScorer(lazy_model(ctx, prm_path, "prm", placements)(), tok))
+    def prm_scores(self, model, sampled: dict, stage: str, first_seed: int, runs: list[list[int]]) -> dict[int, list]:
+        """Question -> the PRM's step scores of each of its ``sampled`` candidates (``samples(stage, first_seed)``)."""
+        tok = self.ctx.tokenizer()
+        scorer = functools.cache(lambda: PRMScorer(model(), tok))
 
         def score(run: list[int]) -> dict[int, list]:
             return {
-                i: scorer().score([records[i]["prompt"]] * len(sampled[i]), [c["sql"] for c in sampled[i]]) for i in run
+                i: scorer().score([self.records[i]["prompt"]] * len(sampled[i]), [c["sql"] for c in sampled[i]])
+                for i in run
             }
 
-        key = {"prm": finished_at(ctx, "prm"), **samples_key(final_stage, cfg.seed + 1)}
-        scores = resumed_runs(PartLog(parts, "prm_scores", key, records), sample_runs, score, "prm scores")
-    for i in mine:
-        p = preds[i]
-        step_scores = scores[i] if scores is not None else [None] * len(sampled[i])
-        cands = [{**c, "step_scores": sc} for c, sc in zip(sampled[i], step_scores)]
-        p["candidates"], p["policy_for_candidates"] = cands, final_stage
-        bon = pick_best_of_n(cands, inf.aggregation) if scores is not None else None
-        sc = pick_self_consistency(cands)
-        p["best_of_n"] = cands[bon]["sql"] if bon is not None else (cands[0]["sql"] if scores is not None else None)
-        p["self_consistency"] = cands[sc]["sql"] if sc is not None else cands[0]["sql"]
-    return [preds[i] for i in mine]
+        key = {"prm": finished_at(self.ctx, "prm"), **self.samples_key(stage, first_seed)}
+        return resumed_runs(PartLog(self.folder, "prm_scores", key, self.records), runs, score, "prm scores")
+
+
+def _picks(sampled: list[dict], scores: list | None, stage: str, aggregation: str) -> dict:
+    """A question's candidates (its samples with their PRM step scores, ``None`` without a PRM) and the
+    Best-of-N (PRM; the first candidate when none executes; ``None`` without a PRM) and self-consistency picks."""
+    cands = [{**c, "step_scores": sc} for c, sc in zip(sampled, scores or [None] * len(sampled))]
+    bon = pick_best_of_n(cands, aggregation) if scores is not None else None
+    vote = pick_self_consistency(cands)
+    return {
+        "candidates": cands,
+        "policy_for_candidates": stage,
+        "best_of_n": cands[bon]["sql"] if bon is not None else (cands[0]["sql"] if scores is not None else None),
+        "self_consistency": cands[vote]["sql"] if vote is not None else cands[0]["sql"],
+    }
 
 
 def decoding_key(ctx: RunContext, stage: str, prompts_per_call: int) -> dict:
