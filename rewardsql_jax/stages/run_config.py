@@ -143,6 +143,10 @@ class ModelConfigSection:
     # recompute each layer in the backward pass of the sft / prm / rl train steps: activations of about one layer
     # kept instead of all of them, for ~1/3 more compute (same loss and gradients)
     remat: bool = False
+    # run the layers of every full-sequence pass (the sft / prm / rl train steps, the sampler's prefill) as one
+    # lax.scan over their stacked weights: XLA compiles one layer instead of each (a 30-layer model's step compiles in
+    # about half the time, benchmarks/scan_layers.py), for a copy of the layer weights inside each pass
+    scan_layers: bool = False
     lora: LoRAConfig = LoRAConfig()
 
     def __post_init__(self):

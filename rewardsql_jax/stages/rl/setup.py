@@ -74,7 +74,7 @@ def rl_data(ctx: RunContext) -> RLData:
 
 def load_prm_scorer(ctx: RunContext):
     """PRMScorer of ``prm/model``, or a clear error when the prm stage has not run."""
-    return PRMScorer(load_model(prm_model_dir(ctx), ctx.config.model.dtype, ctx.host_mesh()), ctx.tokenizer())
+    return PRMScorer(load_model(prm_model_dir(ctx), ctx.config.model, ctx.host_mesh()), ctx.tokenizer())
 
 
 def prm_model_dir(ctx: RunContext):
@@ -143,7 +143,7 @@ def prm_scorer_if_needed(ctx: RunContext, state: TrainState) -> PRMScorer | PRMO
 def new_state(ctx: RunContext):
     """Train state of the SFT policy with the SFT policy as frozen reference (constant lr, grad clip 1.0),
     sharded over the run's mesh when there is more than one device."""
-    model = load_model(ctx.require("sft", "policy"), ctx.config.model.dtype, ctx.mesh())
+    model = load_model(ctx.require("sft", "policy"), ctx.config.model, ctx.mesh())
     opt = OptimizerConfig(learning_rate=ctx.config.rl.lr, max_grad_norm=1.0)
     return create_train_state(trainable(model, ctx), make_optimizer(opt), seed=ctx.config.seed, with_reference=True)
 
