@@ -10,7 +10,7 @@ import pytest
 from flax import nnx
 
 from rewardsql_jax.models import ModelConfig, build_model
-from rewardsql_jax.models.lora import TARGETS, LoRAConfig
+from rewardsql_jax.models.lora import TARGETS, LoRA, LoRAConfig
 from rewardsql_jax.models.shared_prefix import common_prefix_hidden, shared_prefix_hidden
 from rewardsql_jax.sampling.sampler import generate
 
@@ -119,3 +119,23 @@ def test_a_scanned_pass_compiles_one_layer():
 
     assert dots(unrolled) >= 6 * 7  # q, k, v, o, gate, up, down in each of the 6 layers
     assert dots(scanned) < 2 * 7
+
+
+def test_scanned_layers_drop_the_same_adapter_inputs():
+    """LoRA dropout in a train step: each layer's adapters keep their own keys inside the scan."""
+    from rewardsql_jax.models.adapters import dropout_on
+
+    adapters = LoRAConfig(rank=4, targets=TARGETS, dropout=0.5)
+    unrolled, scanned = _pair(lora=adapters)
+    for model in (unrolled, scanned):
+        for layer in model.layers:  # B != 0, so that the adapters (and their dropout) change the output
+            for _, node in nnx.iter_graph(layer):
+                if isinstance(node, LoRA):
+                    node.b.value = jnp.full(node.b.value.shape, 0.3)
+        dropout_on(model, jax.random.key(7))
+    ids, mask = _rows()
+    ref = np.asarray(unrolled.hidden_states(ids, mask))
+    same_keys = np.abs(np.asarray(scanned.hidden_states(ids, mask)) - ref).max()
+    dropout_on(unrolled, jax.random.key(8))
+    other_keys = np.abs(np.asarray(unrolled.hidden_states(ids, mask)) - ref).max()
+    assert same_keys < 1e-4 * np.abs(ref).max() < other_keys / 100  # fp32 summation order vs other masks
