@@ -23,6 +23,7 @@ from rewardsql_jax.data.builtin.generate import make_builtin_splits
 from rewardsql_jax.distributed import process_count
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.stages.context import StageDirs
+from rewardsql_jax.stages.policy import check_model_path
 from rewardsql_jax.stages.stage_config import differing, flat, refuse_changed
 from rewardsql_jax.training.metrics_log import ScalarLog
 
@@ -36,7 +37,7 @@ from .data import add_value_typos, evaluation_split
 from .search.explore import SEARCH_ACTIONS
 from .search.reasoning import template_reasoning
 from .training.mesh import trainer_mesh
-from .training.tokenizer import build_tokenizer, saved_tokenizer, stop_ids
+from .training.tokenizer import build_tokenizer, policy_tokenizer, saved_tokenizer, stop_ids
 from .training.trajectory import policy_prompt
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ class ConductorRun(StageDirs):
     explore_ex: list
     env: Env
     externals: ActionModels
-    tok: Any
+    tok: Any  # the run's BPE: the built-in action model's, and a from-scratch policy's
+    policy_tok: Any  # the policy's (``tok``, or a pretrained policy's own with the tags: ``policy_tokenizer``)
     pairs: list
     mesh: Any  # jax.sharding.Mesh, or None: one device
     scalars: ScalarLog
@@ -95,8 +97,8 @@ class ConductorRun(StageDirs):
         p = self.cfg.policy
         return ModelServer(
             model,
-            stop_ids=stop_ids(self.tok),
-            pad_id=pad_id(self.tok),
+            stop_ids=stop_ids(self.policy_tok),
+            pad_id=pad_id(self.policy_tok),
             max_new_tokens=p.max_new_tokens,
             temperature=temperature,
             seed=seed,
@@ -143,6 +145,9 @@ def setup(cfg, log) -> ConductorRun:
     whose settings differ from those a finished stage ran with is refused (``check_finished_stages``)."""
     run_dir = Path(cfg.run_dir)
     check_finished_stages(cfg, run_dir)
+    check_model_path(
+        cfg.policy.shape.path, "policy.shape.path"
+    )  # a pretrained policy that is not there stops the run here
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.json")
     d = cfg.data
@@ -199,6 +204,7 @@ def setup(cfg, log) -> ConductorRun:
         env=env,
         externals=externals,
         tok=tok,
+        policy_tok=policy_tokenizer(cfg.policy.shape, tok, run_dir / "policy_tokenizer"),
         pairs=pairs,
         mesh=trainer_mesh(cfg.mesh),
         scalars=ScalarLog(run_dir / "tensorboard"),

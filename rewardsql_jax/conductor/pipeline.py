@@ -185,7 +185,7 @@ def curation_stage(run: ConductorRun, searches) -> list:
 
 def policy_sft_stage(run: ConductorRun, curated) -> None:
     """Stability-weighted SFT of a fresh policy with <results> masked (``run_dir/policy_sft/``)."""
-    cfg, tok, p, t = run.cfg, run.tok, run.cfg.policy, time.perf_counter()
+    cfg, tok, p, t = run.cfg, run.policy_tok, run.cfg.policy, time.perf_counter()
     samples = [SFTSample(*results_mask(tok, c.trajectory), weight=c.weight) for c in curated]
     policy, curve = new_model(p.shape, tok, cfg.seed + 1), []
     if samples:
@@ -219,13 +219,13 @@ def rl_stage(run: ConductorRun, searches) -> None:
         from_pretrained(run.run_dir / "policy_sft"),
         hard,
         run.env,
-        run.tok,
+        run.policy_tok,
         run.policy_server,
         run.greedy_actions,
         cfg.rl,
         cfg.rl.reward,
         max_steps=cfg.policy.max_steps,
-        pad_id=pad_id(run.tok),
+        pad_id=pad_id(run.policy_tok),
         seed=cfg.seed,
         log=run.log,
         on_log=run.to_tensorboard("grpo"),
@@ -240,7 +240,7 @@ def evaluation_stage(run: ConductorRun) -> dict:
     in ``run_dir/evaluation/<method>.jsonl`` (a method already evaluated is read back). ``{method: records}``."""
     cfg, out = run.cfg, run.stage_dir("evaluation")
     models = {
-        "untrained_policy": lambda: new_model(cfg.policy.shape, run.tok, cfg.seed + 1),
+        "untrained_policy": lambda: new_model(cfg.policy.shape, run.policy_tok, cfg.seed + 1),
         "sft_policy": lambda: from_pretrained(run.run_dir / "policy_sft"),
         "sft_rl_policy": lambda: from_pretrained(run.run_dir / "policy_sft_rl"),
     }
@@ -265,7 +265,7 @@ def evaluation_stage(run: ConductorRun) -> dict:
             recs, _ = run_policy_episodes(
                 run.test_ex,
                 run.env,
-                run.tok,
+                run.policy_tok,
                 run.policy_server(models[method]()),
                 run.greedy_actions,
                 max_steps=cfg.policy.max_steps,

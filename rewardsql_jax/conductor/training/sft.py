@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from rewardsql_jax.models import fresh_model
+from rewardsql_jax.models import fresh_model, from_pretrained
+from rewardsql_jax.models.vocab import grow_vocab
 from rewardsql_jax.stages.sft import sft_batches
 from rewardsql_jax.stages.sft import train_sft as stage_sft
 from rewardsql_jax.training.collate import target_token_bound
@@ -31,8 +32,13 @@ class SFTSample:
 
 
 def new_model(shape, tokenizer, seed: int):
-    """A fresh Qwen2 of ``shape`` (a ``stages.run_config.ModelConfigSection``) for ``tokenizer``
-    (``models.fresh_model``: the same architecture as the Reward-SQL pipeline's fresh policy)."""
+    """The untrained model of ``shape`` (a ``stages.run_config.ModelConfigSection``) for ``tokenizer``: with
+    ``shape.path``, that pretrained checkpoint with its vocabulary grown to the tokenizer's added tags
+    (``models.vocab.grow_vocab``); else a fresh Qwen2 (``models.fresh_model``: the same architecture as the
+    Reward-SQL pipeline's fresh policy)."""
+    if shape.path:  # (a vocabulary padded past its tokenizer already holds rows for the tags)
+        model = from_pretrained(shape.path, dtype=shape.dtype)
+        return grow_vocab(model, max(len(tokenizer), model.config.vocab_size))
     return fresh_model(shape, len(tokenizer), tokenizer.eos_token_id, seed)
 
 
