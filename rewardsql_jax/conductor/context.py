@@ -10,6 +10,7 @@ that stage's trainer at its newest checkpoint under ``run_dir/checkpoints/``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -31,13 +32,13 @@ from .actions.data import action_examples
 from .actions.env import Completion, Env
 from .actions.format import format_results, format_step
 from .actions.lm import ModelServer, action_handler, action_servers
-from .actions.models import ActionModels
+from .actions.models import ActionModels, chat_prompt_ids
 from .actions.state import Candidate, State
 from .data import add_value_typos, evaluation_split
 from .search.explore import SEARCH_ACTIONS
 from .search.reasoning import template_reasoning
 from .training.mesh import trainer_mesh
-from .training.tokenizer import build_tokenizer, policy_tokenizer, saved_tokenizer, stop_ids
+from .training.tokenizer import action_tokenizer, build_tokenizer, policy_tokenizer, saved_tokenizer, stop_ids
 from .training.trajectory import policy_prompt
 
 if TYPE_CHECKING:
@@ -57,8 +58,9 @@ class ConductorRun(StageDirs):
     explore_ex: list
     env: Env
     externals: ActionModels
-    tok: Any  # the run's BPE: the built-in action model's, and a from-scratch policy's
+    tok: Any  # the run's BPE: a from-scratch action model's and policy's
     policy_tok: Any  # the policy's (``tok``, or a pretrained policy's own with the tags: ``policy_tokenizer``)
+    action_tok: Any  # the built-in action model's (``tok``, or a pretrained one's own: ``action_tokenizer``)
     pairs: list
     mesh: Any  # jax.sharding.Mesh, or None: one device
     scalars: ScalarLog
@@ -145,9 +147,9 @@ def setup(cfg, log) -> ConductorRun:
     whose settings differ from those a finished stage ran with is refused (``check_finished_stages``)."""
     run_dir = Path(cfg.run_dir)
     check_finished_stages(cfg, run_dir)
-    check_model_path(
-        cfg.policy.shape.path, "policy.shape.path"
-    )  # a pretrained policy that is not there stops the run here
+    # a pretrained policy or action model that is not there stops the run here
+    check_model_path(cfg.policy.shape.path, "policy.shape.path")
+    check_model_path(cfg.action.shape.path, "action.shape.path")
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.json")
     d = cfg.data
@@ -205,6 +207,7 @@ def setup(cfg, log) -> ConductorRun:
         externals=externals,
         tok=tok,
         policy_tok=policy_tokenizer(cfg.policy.shape, tok, run_dir / "policy_tokenizer"),
+        action_tok=action_tokenizer(cfg.action.shape, tok),
         pairs=pairs,
         mesh=trainer_mesh(cfg.mesh),
         scalars=ScalarLog(run_dir / "tensorboard"),
@@ -235,8 +238,9 @@ def _policy_texts(examples) -> list:
 
 def builtin_action_handlers(cfg, tok, action_model) -> dict:
     """The built-in action model's ``CallBatcher`` handlers: ``{True: evaluation / RL (action.temperature), False:
-    exploration}``."""
+    exploration}``; a pretrained one (``action.shape.path``) reads its prompts through ``tok``'s chat template."""
     a = cfg.action
+    encode = functools.partial(chat_prompt_ids, tok) if a.shape.path else None
     servers = action_servers(
         action_model,
         temperature=a.temperature,
@@ -246,4 +250,4 @@ def builtin_action_handlers(cfg, tok, action_model) -> dict:
         pad_id=pad_id(tok),
         max_new_tokens=a.max_new_tokens,
     )
-    return {phase: action_handler(server, tok) for phase, server in servers.items()}
+    return {phase: action_handler(server, tok, encode=encode) for phase, server in servers.items()}

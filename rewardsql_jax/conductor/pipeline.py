@@ -38,7 +38,7 @@ from rewardsql_jax.stages.runner import Stage, run_in_order
 from rewardsql_jax.training.collate import encode_pair
 
 from .actions.batching import CallBatcher
-from .actions.models import needs_builtin
+from .actions.models import chat_prompt_ids, needs_builtin
 from .context import ConductorRun, builtin_action_handlers, setup, write_atomic
 from .evaluation.evaluate import METHODS, evidence, run_fixed_workflow, summarize
 from .evaluation.report import plot_workflow_lengths, workflow_lengths
@@ -97,10 +97,10 @@ def _policies_load_later(_earlier) -> None:
 def action_model_stage(run: ConductorRun) -> list:
     """SFT of the built-in action model (``run_dir/action_model/``); its handlers join the run's. Returns the
     loss curve."""
-    cfg, tok, t = run.cfg, run.tok, time.perf_counter()
+    cfg, tok, t = run.cfg, run.action_tok, time.perf_counter()
     action_model, curve = train_conductor_sft(
         new_model(cfg.action.shape, tok, cfg.seed),
-        [SFTSample(*encode_pair(tok, p, t_)) for p, t_ in run.pairs],
+        [SFTSample(*action_pair(tok, p, t_, chat=bool(cfg.action.shape.path))) for p, t_ in run.pairs],
         steps=cfg.action.steps,
         batch_size=cfg.action.batch_size,
         lr=cfg.action.lr,
@@ -119,6 +119,16 @@ def action_model_stage(run: ConductorRun) -> list:
     return curve
 
 
+def action_pair(tok, prompt: str, target: str, *, chat: bool) -> tuple[list, list]:
+    """(ids, loss mask) of one action-model SFT example: the prompt raw (a from-scratch model) or through the chat
+    template as the handlers send it (``chat``: a pretrained model), the target and EOS in the loss."""
+    if not chat:
+        return encode_pair(tok, prompt, target)
+    prompt_ids = chat_prompt_ids(tok, prompt)
+    target_ids = tok(target, add_special_tokens=False).input_ids + [tok.eos_token_id]
+    return prompt_ids + target_ids, [0] * len(prompt_ids) + [1] * len(target_ids)
+
+
 def read_action_model(run: ConductorRun) -> list:
     """The finished action model's handlers join the run's; returns its loss curve."""
     _use_action_model(run, from_pretrained(run.run_dir / "action_model"))
@@ -126,7 +136,7 @@ def read_action_model(run: ConductorRun) -> list:
 
 
 def _use_action_model(run: ConductorRun, action_model) -> None:
-    handlers = builtin_action_handlers(run.cfg, run.tok, action_model)
+    handlers = builtin_action_handlers(run.cfg, run.action_tok, action_model)
     run.greedy_actions["action"], run.sampled_actions["action"] = handlers[True], handlers[False]
 
 

