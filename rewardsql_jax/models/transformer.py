@@ -321,7 +321,7 @@ class CausalLM(nnx.Module):
         backward pass. ``per_layer``: a pytree of ``[L, ...]`` arrays, row i given to layer i. Returns ``(x, outs)``,
         the outputs stacked ``[L, ...]``."""
         graphdef, _ = nnx.split(self.layers[0])
-        stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *(nnx.state(layer) for layer in self.layers))
+        stacked = _stacked(nnx.state(layer) for layer in self.layers)
 
         def step(x, inputs):
             state, extra = inputs
@@ -395,11 +395,7 @@ class CausalLM(nnx.Module):
                     layer, x, cos, sin, mask, (zeros, zeros), write_index, attn_fn_of(prefix_kv), cache, remat=False
                 )
 
-            stacked = (
-                None
-                if prefix is None
-                else jax.tree.map(lambda *xs: jnp.stack(xs), *map(prefix_of, range(len(self.layers))))
-            )
+            stacked = None if prefix is None else _stacked(map(prefix_of, range(len(self.layers))))
             x, (ks, vs) = self._scan_layers(body, x, stacked)
             return self.norm(x), KVCache(k=tuple(ks), v=tuple(vs), heads_first=cache.heads_first)
         new_k, new_v = [], []
@@ -421,6 +417,11 @@ class CausalLM(nnx.Module):
         if self.config.remat and remat:
             run = nnx.remat(run)
         return run(layer, x, kv)
+
+
+def _stacked(trees):
+    """Pytrees of the same structure, one per layer, as one pytree of ``[L, ...]`` arrays (a scan's per-layer input)."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
 def count_params(model: nnx.Module) -> int:
