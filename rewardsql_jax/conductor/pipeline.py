@@ -157,7 +157,8 @@ def search_stage(run: ConductorRun) -> list:
                 reasoner,
             )
             for ex in run.explore_ex
-        ]
+        ],
+        desc="mcts exploration",
     )
     reasoner.save()
     searches = [_without_env(s) for s in searches]
@@ -270,6 +271,7 @@ def evaluation_stage(run: ConductorRun) -> dict:
                 cfg.fixed_workflow,
                 cfg.rl.reward,
                 repeats=cfg.data.eval_repeats,
+                desc=f"evaluation: {method}",
             )
         else:
             recs, _ = run_policy_episodes(
@@ -281,6 +283,7 @@ def evaluation_stage(run: ConductorRun) -> dict:
                 max_steps=cfg.policy.max_steps,
                 reward_cfg=cfg.rl.reward,
                 repeats=cfg.data.eval_repeats,
+                desc=f"evaluation: {method}",
             )
         seconds[method] = time.perf_counter() - t
         write_atomic(path, "".join(json.dumps(dataclasses.asdict(r), default=str) + "\n" for r in recs))

@@ -12,6 +12,8 @@ import dataclasses
 import threading
 from collections.abc import Callable
 
+from tqdm.auto import tqdm
+
 
 @dataclasses.dataclass
 class _Request:
@@ -34,9 +36,14 @@ class CallBatcher:
         self._pending: list[_Request] = []
         self._active = 0
         self._error: BaseException | None = None
+        self._bar = None
+        self.rounds = 0  # batched rounds served (one per flush)
 
     def _flush(self) -> None:
         pending, self._pending = sorted(self._pending, key=lambda r: r.worker), []
+        self.rounds += 1
+        if self._bar is not None:
+            self._bar.set_postfix(round=self.rounds, calls=len(pending), refresh=False)
         try:
             for kind in sorted({r.kind for r in pending}):
                 group = [r for r in pending if r.kind == kind]
@@ -66,13 +73,17 @@ class CallBatcher:
     def _leave(self) -> None:
         with self._cond:
             self._active -= 1
+            if self._bar is not None:
+                self._bar.update(1)
             if self._pending and len(self._pending) == self._active:
                 self._flush()
 
-    def run(self, jobs: list[Callable]) -> list:
-        """Run every ``job(call)`` concurrently; returns their results in order (re-raises the first error)."""
+    def run(self, jobs: list[Callable], desc: str | None = None) -> list:
+        """Run every ``job(call)`` concurrently; returns their results in order (re-raises the first error).
+        ``desc``: show a progress bar of finished jobs (episodes) under that name, with the batched rounds served."""
         results, errors = [None] * len(jobs), [None] * len(jobs)
         self._active = len(jobs)
+        self._bar = None if desc is None else tqdm(total=len(jobs), desc=desc, unit="episode", dynamic_ncols=True)
 
         def work(i):
             try:
@@ -87,6 +98,9 @@ class CallBatcher:
             t.start()
         for t in threads:
             t.join()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
         first = next((e for e in errors if e is not None), None)
         if first is not None:
             raise first

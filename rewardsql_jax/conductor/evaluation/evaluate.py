@@ -27,10 +27,18 @@ COMPARISONS = tuple((m, b) for b in ("fixed_workflow", "sft_policy") for m in ME
 
 
 def run_fixed_workflow(
-    examples, env, tokenizer, action_server, workflow, reward_cfg: RewardConfig = RewardConfig(), repeats: int = 1
+    examples,
+    env,
+    tokenizer,
+    action_server,
+    workflow,
+    reward_cfg: RewardConfig = RewardConfig(),
+    repeats: int = 1,
+    desc: str | None = None,
 ) -> list:
     """The fixed-workflow baseline (e.g. generate -> refine -> terminate), ``repeats`` episodes per example
-    (question-major), episode ``("fixed_workflow", question_id, repeat)``'s action calls seeded from that id."""
+    (question-major), episode ``("fixed_workflow", question_id, repeat)``'s action calls seeded from that id.
+    ``desc``: a progress bar's name."""
     batcher = CallBatcher(action_handlers(action_server, tokenizer))
     items = [(ex, r) for ex in examples for r in range(repeats)]
     jobs = [
@@ -39,7 +47,7 @@ def run_fixed_workflow(
         )
         for ex, r in items
     ]
-    states = batcher.run(jobs)
+    states = batcher.run(jobs, desc)
     return [record(ex, s, 0, reward_cfg) for (ex, _), s in zip(items, states)]
 
 

@@ -152,13 +152,14 @@ def run_policy_episodes(
     repeats: int = 1,
     episode_key: tuple = (),
     step_values: bool = False,
+    desc: str | None = None,
 ):
     """(records, rollouts) for ``repeats`` policy episodes per example (prompt-major, like GRPO groups).
     Episode ``(*episode_key, question_id, repeat)``'s action calls are seeded from that id (``bind``).
     ``step_values``: score the working SQL before each decision too (``EpisodeRecord.step_values``, per-step credit).
 
     ``action_server``: the built-in action model's ``ModelServer`` or ``{call kind: handler}`` (``actions.lm.action_handlers``);
-    ``None`` keeps ``env.complete`` as the action model (e.g. a scripted one).
+    ``None`` keeps ``env.complete`` as the action model (e.g. a scripted one). ``desc``: a progress bar's name.
     """
     handlers = {"policy": policy_server.serve}
     if action_server is not None:
@@ -178,7 +179,7 @@ def run_policy_episodes(
         )
         for ex, r in items
     ]
-    rollouts = batcher.run(jobs)
+    rollouts = batcher.run(jobs, desc)
     records = [
         record(ex, ro.state, ro.policy_tokens, reward_cfg, ro.decision_sqls if step_values else ())
         for (ex, _), ro in zip(items, rollouts)

@@ -38,3 +38,12 @@ def test_errors_propagate_and_unknown_kinds_are_named():
 
     with pytest.raises(RuntimeError, match="model exploded"):
         CallBatcher({"a": boom}).run([lambda call: call("a", 1), lambda call: call("a", 2)])
+
+
+def test_progress_bar_counts_finished_episodes_and_rounds(capsys):
+    batcher = CallBatcher({"a": lambda ps: ps})
+    jobs = [lambda call, i=i: [call("a", i) for _ in range(i + 1)] for i in range(3)]
+    assert batcher.run(jobs, desc="episodes") == [[0], [1, 1], [2, 2, 2]]
+    assert batcher.rounds == 3  # the longest job's three calls; the others join the first rounds
+    err = capsys.readouterr().err
+    assert "episodes" in err and "3/3" in err and "round=3" in err
