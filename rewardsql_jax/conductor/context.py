@@ -25,7 +25,7 @@ from rewardsql_jax.distributed import process_count
 from rewardsql_jax.sampling.inputs import pad_id
 from rewardsql_jax.stages.context import StageDirs
 from rewardsql_jax.stages.policy import check_model_path
-from rewardsql_jax.stages.stage_config import differing, flat, refuse_changed
+from rewardsql_jax.stages.stage_config import differing, refuse_changed, stage_settings
 from rewardsql_jax.training.metrics_log import ScalarLog
 
 from .actions.data import action_examples
@@ -76,7 +76,7 @@ class ConductorRun(StageDirs):
             "stage": stage,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             **metrics,
-            "settings": run_settings(self.cfg),
+            "settings": run_settings(self.cfg, stage),
         }
         write_atomic(self.stage_dir(stage) / "metrics.json", json.dumps(metrics, indent=2, default=str))
         return metrics
@@ -110,6 +110,16 @@ class ConductorRun(StageDirs):
 
 # SQLConductor's stages in order (each writes run_dir/<stage>/metrics.json when it has finished)
 STAGES = ("action_model", "search", "curation", "policy_sft", "policy_sft_rl", "evaluation")
+# config keys (dotted prefixes) each stage's artefacts depend on, beyond those of the stages before it: a new
+# policy learning rate redoes the policy's stages, not the action model's SFT or the MCTS exploration
+STAGE_KEYS = {
+    "action_model": ("pipeline", "seed", "data", "action", "actions", "mesh"),
+    "search": ("explore", "rl.reward"),  # MCTS scores workflows with the RL reward
+    "curation": ("policy.top_k", "policy.alpha"),
+    "policy_sft": ("policy",),
+    "policy_sft_rl": ("rl",),
+    "evaluation": ("fixed_workflow",),
+}
 # keys that change how a run executes, not what it produces
 NOT_RESULTS = ("name", "run_dir", "checkpoint_every", "rl.checkpoint_every")
 
@@ -122,21 +132,21 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def run_settings(cfg) -> dict:
-    """The config keys a stage's artefacts depend on (``stages.stage_config.flat``), as JSON stores them."""
-    keys = {k: v for k, v in flat(cfg).items() if k not in NOT_RESULTS}
+def run_settings(cfg, stage: str) -> dict:
+    """The config keys ``stage``'s artefacts depend on (its ``STAGE_KEYS`` and every earlier stage's), as JSON
+    stores them."""
+    keys = stage_settings(cfg, stage, stages=STAGES, stage_keys=STAGE_KEYS, not_results=NOT_RESULTS)
     return json.loads(json.dumps(keys, default=str))
 
 
 def check_finished_stages(cfg, run_dir: Path) -> None:
     """Before anything runs: a stage an earlier run finished with other settings stops the rerun
     (``StageConfigChanged`` naming the keys), as the Reward-SQL pipeline's ``runner.check_finished_stages``."""
-    now = run_settings(cfg)
     for stage in STAGES:
         marker = run_dir / stage / "metrics.json"
         if not marker.exists():
             continue
-        recorded = json.loads(marker.read_text()).get("settings", {})
+        recorded, now = json.loads(marker.read_text()).get("settings", {}), run_settings(cfg, stage)
         changed = differing(recorded, now)
         if changed:
             raise refuse_changed(run_dir, stage, changed, recorded, cfg, now=now, stages=STAGES)

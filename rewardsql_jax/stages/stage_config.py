@@ -71,13 +71,16 @@ def settings(config) -> dict:
     return out
 
 
-def stage_settings(config, stage: str) -> dict:
-    """The config keys ``stage``'s artefacts depend on (its own and every earlier stage's), with their values."""
-    prefixes = [p for s in STAGES[: STAGES.index(stage) + 1] for p in STAGE_KEYS[s]]
+def stage_settings(
+    config, stage: str, *, stages=STAGES, stage_keys=STAGE_KEYS, not_results: tuple = NOT_RESULTS
+) -> dict:
+    """The config keys ``stage``'s artefacts depend on (its own and every earlier stage's), with their values.
+    ``stages`` / ``stage_keys`` / ``not_results``: another pipeline's (SQLConductor's, ``conductor.context``)."""
+    prefixes = [p for s in stages[: stages.index(stage) + 1] for p in stage_keys[s]]
     return {
         k: v
         for k, v in settings(config).items()
-        if any(k == p or k.startswith(p + ".") for p in prefixes) and k not in NOT_RESULTS
+        if any(k == p or k.startswith(p + ".") for p in prefixes) and k not in not_results
     }
 
 
